@@ -1,0 +1,2 @@
+//! nomad-conform: a conformance harness for HashiCorp Nomad plugins.
+pub mod process;

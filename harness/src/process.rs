@@ -1,0 +1,547 @@
+//! Running plugin executables with deadlines, the way Nomad runs them, and keeping the host tidy.
+//!
+//! Every executable runs in a process group of its own. At the deadline the whole group gets
+//! SIGKILL (Nomad kills only the direct child; we kill the group so that nothing outlives a run).
+//! stdout and stderr are drained concurrently into bounded captures that keep the head and the
+//! tail. After the plugin exits we watch for descendants that keep its stdout or stderr open:
+//! with real Nomad such a descendant blocks the call past its deadline, because the agent reads
+//! both pipes to EOF.
+//!
+//! Limitation: a descendant that leaves the process group (setsid) is not tracked.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::io;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use nomad_conform_reports::model::{Excerpt, ExitStatus};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio::task::JoinHandle;
+
+/// How long to wait for the pipes to close once the group has been killed.
+const AFTER_KILL_DRAIN: Duration = Duration::from_millis(500);
+/// Largest excerpt of a stream kept in a report (head and tail, half each).
+pub const REPORT_EXCERPT_BYTES: usize = 16 * 1024;
+
+/// What to run and under which limits.
+#[derive(Clone, Debug)]
+pub struct ExecSpec {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The exact environment; nothing else is passed unless `inherit_env` is set.
+    pub env: Vec<(String, String)>,
+    pub inherit_env: bool,
+    pub cwd: Option<PathBuf>,
+    pub deadline: Duration,
+    /// Bytes kept per stream (head and tail, half each); the rest is counted and dropped.
+    pub capture_limit: usize,
+    /// How long descendants may keep stdout/stderr open after the plugin exits before it counts
+    /// as holding them.
+    pub linger_grace: Duration,
+}
+
+/// A process seen in the plugin's process group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub pid: i32,
+    pub cmdline: String,
+}
+
+impl std::fmt::Display for ProcInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} ({})", self.pid, self.cmdline)
+    }
+}
+
+#[derive(Debug)]
+pub struct ExecOutput {
+    /// Process ID of the plugin, which is also its process group ID (0 if it never started).
+    pub pid: i32,
+    pub status: ExitStatus,
+    pub stdout: Capture,
+    pub stderr: Capture,
+    /// From spawn until the plugin had exited and its output pipes were closed (what Nomad
+    /// waits for), or until the harness gave up on them.
+    pub wall: Duration,
+    /// Descendants that still held stdout or stderr open after the plugin exited and the grace
+    /// period passed. Empty when the pipes closed in time.
+    pub held_output: Vec<ProcInfo>,
+    /// Whether the pipes stayed open past the grace period (even if the holder could not be
+    /// named, e.g. because it left the process group).
+    pub output_held_open: bool,
+    /// Processes of the plugin's group still alive after it exited (killed by the harness).
+    pub strays: Vec<ProcInfo>,
+}
+
+impl ExecOutput {
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.status {
+            ExitStatus::Exited { code } => Some(code),
+            _ => None,
+        }
+    }
+
+    pub fn succeeded(&self) -> bool {
+        self.exit_code() == Some(0)
+    }
+}
+
+/// Bounded capture of one output stream: the first and last `limit / 2` bytes are kept, and the
+/// total is counted.
+#[derive(Clone, Debug)]
+pub struct Capture {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+    half: usize,
+}
+
+impl Capture {
+    pub fn new(limit: usize) -> Self {
+        let half = (limit / 2).max(1);
+        Capture {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+            half,
+        }
+    }
+
+    pub fn push(&mut self, mut chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        if self.head.len() < self.half {
+            let take = (self.half - self.head.len()).min(chunk.len());
+            self.head.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+        }
+        if chunk.len() >= self.half {
+            self.tail.clear();
+            self.tail.extend(&chunk[chunk.len() - self.half..]);
+        } else {
+            self.tail.extend(chunk);
+            let excess = self.tail.len().saturating_sub(self.half);
+            self.tail.drain(..excess);
+        }
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.total
+    }
+
+    pub fn is_truncated(&self) -> bool {
+        self.total > (self.head.len() + self.tail.len()) as u64
+    }
+
+    /// The whole stream, if it fitted in the capture limit.
+    pub fn complete(&self) -> Option<Vec<u8>> {
+        if self.is_truncated() {
+            None
+        } else {
+            let mut v = self.head.clone();
+            v.extend(self.tail.iter());
+            Some(v)
+        }
+    }
+
+    /// Lossy text of the stream, cut to `max` bytes (head and tail) with a marker in between.
+    pub fn excerpt(&self, max: usize) -> Excerpt {
+        let keep = (max / 2).max(1);
+        let all: Vec<u8> = self.head.iter().chain(self.tail.iter()).copied().collect();
+        if !self.is_truncated() && all.len() <= max {
+            return Excerpt {
+                text: String::from_utf8_lossy(&all).into_owned(),
+                total_bytes: self.total,
+                truncated: false,
+            };
+        }
+        let head_len = keep.min(self.head.len());
+        let head = &self.head[..head_len];
+        let tail: Vec<u8> = {
+            let n = keep.min(self.tail.len());
+            self.tail.iter().skip(self.tail.len() - n).copied().collect()
+        };
+        let omitted = self.total - head.len() as u64 - tail.len() as u64;
+        Excerpt {
+            text: format!(
+                "{}\n[... {omitted} bytes omitted ...]\n{}",
+                String::from_utf8_lossy(head),
+                String::from_utf8_lossy(&tail)
+            ),
+            total_bytes: self.total,
+            truncated: true,
+        }
+    }
+}
+
+static LIVE_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// SIGKILL every process group the harness started and has not finished with. Called when a run
+/// is interrupted, before the report is written.
+pub fn kill_all_live_groups() -> usize {
+    let groups: Vec<i32> = LIVE_GROUPS
+        .lock()
+        .map(|g| g.iter().copied().collect())
+        .unwrap_or_default();
+    for g in &groups {
+        let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
+    }
+    groups.len()
+}
+
+/// Kills the group when dropped unless disarmed: a cancelled call (Ctrl-C) leaves nothing
+/// running.
+struct GroupGuard {
+    pgid: i32,
+    armed: bool,
+}
+
+impl GroupGuard {
+    fn new(pgid: i32) -> Self {
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.insert(pgid);
+        }
+        GroupGuard { pgid, armed: true }
+    }
+
+    fn kill(&self) {
+        let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.kill();
+        }
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.remove(&self.pgid);
+        }
+    }
+}
+
+/// Run `spec` to completion (or to its deadline) and report everything observed.
+pub async fn run(spec: &ExecSpec) -> ExecOutput {
+    let started = Instant::now();
+    let mut child = match spawn(spec).await {
+        Ok(c) => c,
+        Err(e) => {
+            return ExecOutput {
+                pid: 0,
+                status: ExitStatus::SpawnFailed {
+                    message: e.to_string(),
+                },
+                stdout: Capture::new(spec.capture_limit),
+                stderr: Capture::new(spec.capture_limit),
+                wall: started.elapsed(),
+                held_output: Vec::new(),
+                output_held_open: false,
+                strays: Vec::new(),
+            };
+        }
+    };
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    let guard = GroupGuard::new(pgid);
+
+    let stdout = Arc::new(Mutex::new(Capture::new(spec.capture_limit)));
+    let stderr = Arc::new(Mutex::new(Capture::new(spec.capture_limit)));
+    let mut readers = vec![
+        drain(child.stdout.take(), stdout.clone()),
+        drain(child.stderr.take(), stderr.clone()),
+    ];
+
+    let deadline_at = tokio::time::Instant::from_std(started + spec.deadline);
+    let status = match tokio::time::timeout_at(deadline_at, child.wait()).await {
+        Ok(Ok(st)) => exit_status(st),
+        Ok(Err(e)) => ExitStatus::SpawnFailed {
+            message: format!("failed to wait for the process: {e}"),
+        },
+        Err(_) => {
+            guard.kill();
+            let _ = child.wait().await;
+            ExitStatus::KilledAtDeadline
+        }
+    };
+
+    // The plugin is gone; its output is complete once every holder of the pipes closed them.
+    let grace = if status == ExitStatus::KilledAtDeadline {
+        AFTER_KILL_DRAIN
+    } else {
+        spec.linger_grace
+    };
+    let mut held_output = Vec::new();
+    let mut output_held_open = false;
+    if !wait_readers(&mut readers, grace).await {
+        output_held_open = true;
+        held_output = group_members(pgid);
+        guard.kill();
+        if !wait_readers(&mut readers, AFTER_KILL_DRAIN).await {
+            for r in &readers {
+                r.abort();
+            }
+        }
+    }
+    let wall = started.elapsed();
+
+    let strays = if output_held_open {
+        Vec::new()
+    } else {
+        let s = group_members(pgid);
+        if !s.is_empty() {
+            guard.kill();
+        }
+        s
+    };
+    guard.disarm();
+
+    let take = |c: &Arc<Mutex<Capture>>| {
+        c.lock()
+            .map(|c| c.clone())
+            .unwrap_or_else(|_| Capture::new(spec.capture_limit))
+    };
+    ExecOutput {
+        pid: pgid,
+        status,
+        stdout: take(&stdout),
+        stderr: take(&stderr),
+        wall,
+        held_output,
+        output_held_open,
+        strays,
+    }
+}
+
+async fn spawn(spec: &ExecSpec) -> io::Result<tokio::process::Child> {
+    let mut attempts = 0;
+    loop {
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args);
+        if !spec.inherit_env {
+            cmd.env_clear();
+        }
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+        if let Some(cwd) = &spec.cwd {
+            cmd.current_dir(cwd);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        match cmd.spawn() {
+            // ETXTBSY: another thread of ours briefly held the file open for writing while
+            // forking (happens when executables are written during a run). Try again.
+            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempts < 20 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn drain<R>(pipe: Option<R>, into: Arc<Mutex<Capture>>) -> JoinHandle<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let Some(mut pipe) = pipe else { return };
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match pipe.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if let Ok(mut c) = into.lock() {
+                        c.push(&buf[..n]);
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Wait until both readers reached EOF, at most `limit`. True when they did.
+async fn wait_readers(readers: &mut [JoinHandle<()>], limit: Duration) -> bool {
+    let all = async {
+        for r in readers.iter_mut() {
+            let _ = r.await;
+        }
+    };
+    tokio::time::timeout(limit, all).await.is_ok()
+}
+
+fn exit_status(st: std::process::ExitStatus) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(code), _) => ExitStatus::Exited { code },
+        (None, Some(signal)) => ExitStatus::Signaled { signal },
+        (None, None) => ExitStatus::SpawnFailed {
+            message: "process ended without a status".into(),
+        },
+    }
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`, found through /proc.
+pub fn group_members(pgid: i32) -> Vec<ProcInfo> {
+    if pgid <= 0 || killpg(Pid::from_raw(pgid), None).is_err() {
+        return Vec::new();
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name, which is in parentheses and may contain anything.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // fields[0] = state, fields[1] = ppid, fields[2] = pgrp
+        if fields.len() < 3 || fields[0] == "Z" || fields[2] != pgid.to_string() {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .split('\0')
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        out.push(ProcInfo { pid, cmdline });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, deadline_ms: u64) -> ExecSpec {
+        ExecSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: vec![("X".into(), "1".into())],
+            inherit_env: false,
+            cwd: None,
+            deadline: Duration::from_millis(deadline_ms),
+            capture_limit: 1024,
+            linger_grace: Duration::from_millis(200),
+        }
+    }
+
+    #[test]
+    fn capture_keeps_head_and_tail() {
+        let mut c = Capture::new(8);
+        c.push(b"abcdefghij");
+        c.push(b"klmnop");
+        assert_eq!(c.total_bytes(), 16);
+        assert!(c.is_truncated());
+        assert!(c.complete().is_none());
+        let ex = c.excerpt(8);
+        assert!(ex.text.starts_with("abcd"), "{}", ex.text);
+        assert!(ex.text.ends_with("mnop"), "{}", ex.text);
+        assert!(ex.text.contains("8 bytes omitted"), "{}", ex.text);
+    }
+
+    #[test]
+    fn capture_small_is_complete() {
+        let mut c = Capture::new(100);
+        c.push(b"hello ");
+        c.push(b"world");
+        assert_eq!(c.complete().unwrap(), b"hello world");
+        assert!(!c.excerpt(100).truncated);
+    }
+
+    #[tokio::test]
+    async fn exact_environment_only() {
+        let out = run(&sh("env", 2000)).await;
+        assert!(out.succeeded());
+        let text = String::from_utf8(out.stdout.complete().unwrap()).unwrap();
+        assert!(text.contains("X=1"), "{text}");
+        assert!(!text.contains("HOME="), "{text}");
+    }
+
+    #[tokio::test]
+    async fn exit_codes_and_signals() {
+        let out = run(&sh("exit 3", 2000)).await;
+        assert_eq!(out.status, ExitStatus::Exited { code: 3 });
+        let out = run(&sh("kill -TERM $$", 2000)).await;
+        assert_eq!(out.status, ExitStatus::Signaled { signal: 15 });
+        let mut missing = sh("", 2000);
+        missing.program = "/nonexistent/plugin".into();
+        assert!(matches!(
+            run(&missing).await.status,
+            ExitStatus::SpawnFailed { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn deadline_kills_the_whole_group() {
+        // The grandchild ignores SIGTERM; only a group SIGKILL gets rid of it.
+        let spec = sh(
+            "trap '' TERM; (trap '' TERM; sleep 30) & echo started; sleep 30",
+            300,
+        );
+        let t = Instant::now();
+        let out = run(&spec).await;
+        assert_eq!(out.status, ExitStatus::KilledAtDeadline);
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            String::from_utf8(out.stdout.complete().unwrap()).unwrap(),
+            "started\n"
+        );
+        assert!(group_members(out.pid).is_empty());
+    }
+
+    #[tokio::test]
+    async fn descendant_holding_stdout_is_reported_and_killed() {
+        let out = run(&sh("sleep 30 & echo hi", 5000)).await;
+        assert!(out.succeeded());
+        assert!(out.output_held_open);
+        assert!(
+            out.held_output.iter().any(|p| p.cmdline.contains("sleep")),
+            "{:?}",
+            out.held_output
+        );
+        assert!(out.wall < Duration::from_secs(3));
+        assert!(group_members(out.pid).is_empty());
+    }
+
+    #[tokio::test]
+    async fn stray_with_closed_output_is_reported() {
+        let out = run(&sh("sleep 30 >/dev/null 2>&1 & echo hi", 5000)).await;
+        assert!(out.succeeded());
+        assert!(!out.output_held_open);
+        assert_eq!(out.strays.len(), 1, "{:?}", out.strays);
+        assert!(group_members(out.pid).is_empty());
+    }
+
+    #[tokio::test]
+    async fn big_output_is_bounded() {
+        let out = run(&sh("head -c 5000000 /dev/zero", 10000)).await;
+        assert!(out.succeeded());
+        assert_eq!(out.stdout.total_bytes(), 5_000_000);
+        assert!(out.stdout.is_truncated());
+        assert!(out.stdout.excerpt(100).text.len() < 200);
+    }
+}

@@ -1,0 +1,340 @@
+//! The run record: everything one run of the harness found, and nothing about how to show it.
+//!
+//! The recorder in the harness is the only producer; the writers in this crate are the only
+//! consumers. The record is plain serde data so that it can be written as JSON and rendered again
+//! later without the plugin.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Bumped whenever a field changes meaning or disappears. Adding a field does not bump it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema_version: u32,
+    pub run_id: String,
+    /// Plugin kind: `dhv`, `csi`, `driver`, `lock`.
+    pub kind: String,
+    pub harness: HarnessInfo,
+    pub subject: Subject,
+    pub profile: ProfileInfo,
+    pub seed: u64,
+    /// The command line the run was started with, one argument per entry.
+    pub command_line: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    /// True when the run was stopped before every selected scenario had finished.
+    pub interrupted: bool,
+    /// Whether SHOULD failures count as failures (`--strict`).
+    #[serde(default)]
+    pub strict: bool,
+    pub cases: Vec<Case>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HarnessInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// The plugin under test.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Subject {
+    /// Path or endpoint of the plugin.
+    pub plugin: String,
+    /// The version the plugin reported about itself, when it reported one.
+    pub version: Option<String>,
+    /// Anything else the harness learned while probing (capabilities, names).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub details: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProfileInfo {
+    pub name: String,
+    /// The Nomad versions whose behaviour the profile describes, e.g. `>= 1.10.0, < 2.1.0`.
+    pub nomad_versions: String,
+}
+
+/// One scenario of the spec, that is one contract clause, and what became of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Case {
+    /// Stable clause ID, e.g. `DHV-CREATE-IDEMPOTENT`.
+    pub clause: String,
+    pub level: Level,
+    /// Scenario title.
+    pub title: String,
+    /// What the clause requires and why, from the scenario's description.
+    pub text: String,
+    /// Plugin kind and operation: together they form the JUnit classname `<kind>.<operation>`.
+    pub kind: String,
+    pub operation: String,
+    /// The spec file the scenario comes from, and its line.
+    pub spec_file: String,
+    pub line: u32,
+    pub verdict: Verdict,
+    /// Why the verdict is not Pass: what was required, what was seen, how to reproduce.
+    pub reason: Option<String>,
+    /// A command line that runs this clause alone with the same seed.
+    pub rerun: Option<String>,
+    pub duration_ms: u64,
+    pub steps: Vec<StepRecord>,
+    pub events: Vec<OpEvent>,
+}
+
+impl Case {
+    /// JUnit-style name: the clause ID first, so that history survives title edits.
+    pub fn display_name(&self) -> String {
+        format!("{}: {}", self.clause, self.title)
+    }
+
+    pub fn classname(&self) -> String {
+        format!("{}.{}", self.kind, self.operation)
+    }
+
+    /// Whether this case counts against conformance (a MUST that did not pass, or any
+    /// non-passing clause under `--strict`).
+    pub fn is_blocking(&self, strict: bool) -> bool {
+        self.verdict.is_failure() && (self.level == Level::Must || strict)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Must,
+    Should,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Must => "MUST",
+            Level::Should => "SHOULD",
+        }
+    }
+}
+
+/// Verdicts in rising order of severity; a case's verdict only ever rises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Pass,
+    /// Not run, with a reason (capability absent, could not be provoked, run interrupted).
+    Skip,
+    /// The plugin broke the clause.
+    Fail,
+    /// The harness could not judge the clause.
+    Error,
+    /// The plugin broke the clause by taking longer than its deadline.
+    TimedOut,
+    /// Something the scenario made could not be removed afterwards.
+    Leaked,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Skip => "skip",
+            Verdict::Fail => "fail",
+            Verdict::Error => "error",
+            Verdict::TimedOut => "timed-out",
+            Verdict::Leaked => "leaked",
+        }
+    }
+
+    /// The plugin did not meet the clause (as opposed to: met it, was not tested, or the harness
+    /// could not tell).
+    pub fn is_failure(self) -> bool {
+        matches!(self, Verdict::Fail | Verdict::TimedOut | Verdict::Leaked)
+    }
+
+    pub fn raise(&mut self, to: Verdict) {
+        if to > *self {
+            *self = to;
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub keyword: String,
+    pub text: String,
+    pub outcome: StepOutcome,
+    pub duration_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepOutcome {
+    Passed,
+    Failed,
+    /// The harness has no definition for the step text (a bug in a spec or the harness).
+    Undefined,
+    /// An earlier step failed, so this one never ran.
+    NotRun,
+}
+
+/// One operation the harness performed against the plugin.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpEvent {
+    /// Operation as the contract spells it: `fingerprint`, `create`, `NodePublishVolume`.
+    pub operation: String,
+    /// Milliseconds since the case started.
+    pub started_ms: u64,
+    pub duration_ms: f64,
+    /// The deadline the operation was held to, if any.
+    pub deadline_ms: Option<u64>,
+    pub request: Request,
+    pub response: Response,
+    /// A shell command that repeats this exact operation.
+    pub reproduce: Option<String>,
+    /// Observations about the call that are not part of the response (lingering processes...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    /// An executable run with an argv and an exact environment.
+    Exec {
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    Exec {
+        status: ExitStatus,
+        stdout: Excerpt,
+        stderr: Excerpt,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ExitStatus {
+    Exited { code: i32 },
+    Signaled { signal: i32 },
+    /// The harness killed the process group because the deadline passed.
+    KilledAtDeadline,
+    /// The executable could not be started at all.
+    SpawnFailed { message: String },
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Exited { code } => write!(f, "exit status {code}"),
+            ExitStatus::Signaled { signal } => write!(f, "killed by signal {signal}"),
+            ExitStatus::KilledAtDeadline => write!(f, "killed at the deadline"),
+            ExitStatus::SpawnFailed { message } => write!(f, "could not be started: {message}"),
+        }
+    }
+}
+
+/// Captured output, possibly cut in the middle to respect the capture limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Excerpt {
+    /// The text (lossy UTF-8); when truncated, head and tail joined by a marker line.
+    pub text: String,
+    pub total_bytes: u64,
+    pub truncated: bool,
+}
+
+/// How a whole run reads at a glance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Assessment {
+    Conformant,
+    ConformantWithWarnings,
+    NotConformant,
+    /// Nothing was judged, or the harness could not judge some clauses and none failed.
+    Incomplete,
+}
+
+impl Assessment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Assessment::Conformant => "conformant",
+            Assessment::ConformantWithWarnings => "conformant with warnings",
+            Assessment::NotConformant => "not conformant",
+            Assessment::Incomplete => "incomplete",
+        }
+    }
+}
+
+/// Counts of cases by verdict and level.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    pub total: usize,
+    pub passed: usize,
+    pub skipped: usize,
+    pub failed_must: usize,
+    pub failed_should: usize,
+    pub errors: usize,
+}
+
+impl RunRecord {
+    pub fn tally(&self) -> Tally {
+        let mut t = Tally {
+            total: self.cases.len(),
+            ..Tally::default()
+        };
+        for c in &self.cases {
+            match c.verdict {
+                Verdict::Pass => t.passed += 1,
+                Verdict::Skip => t.skipped += 1,
+                Verdict::Error => t.errors += 1,
+                v if v.is_failure() && c.level == Level::Must => t.failed_must += 1,
+                _ => t.failed_should += 1,
+            }
+        }
+        t
+    }
+
+    pub fn assessment(&self) -> Assessment {
+        let t = self.tally();
+        let blocking = self.cases.iter().any(|c| c.is_blocking(self.strict));
+        if blocking {
+            Assessment::NotConformant
+        } else if t.errors > 0 || t.passed == 0 || self.interrupted {
+            Assessment::Incomplete
+        } else if t.failed_should > 0 {
+            Assessment::ConformantWithWarnings
+        } else {
+            Assessment::Conformant
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_only_rise() {
+        let mut v = Verdict::Fail;
+        v.raise(Verdict::Pass);
+        assert_eq!(v, Verdict::Fail);
+        v.raise(Verdict::Leaked);
+        assert_eq!(v, Verdict::Leaked);
+        assert!(Verdict::Skip < Verdict::Fail && Verdict::Error < Verdict::TimedOut);
+    }
+
+    #[test]
+    fn failure_kinds() {
+        assert!(Verdict::TimedOut.is_failure());
+        assert!(Verdict::Leaked.is_failure());
+        assert!(!Verdict::Error.is_failure());
+        assert!(!Verdict::Skip.is_failure());
+    }
+}
