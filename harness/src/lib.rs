@@ -1,2 +1,28 @@
 //! nomad-conform: a conformance harness for HashiCorp Nomad plugins.
+//!
+//! Specs (Gherkin, in `specs/`) say what a plugin must do; [`run`] drives a real plugin through
+//! them with cucumber; [`recorder`] keeps everything that happened; the writers of the
+//! `nomad-conform-reports` crate render the record.
+
+pub mod app;
+pub mod clauses;
+pub mod cli;
+pub mod error;
+pub mod goversion;
+pub mod kinds;
+pub mod ledger;
+pub mod plugins;
 pub mod process;
+pub mod profile;
+pub mod progress;
+pub mod recorder;
+pub mod report;
+pub mod run;
+pub mod specs;
+pub mod steps;
+pub mod world;
+
+/// A duration as a short human figure: `850ms`, `1.25s`.
+pub fn fmt_duration(d: std::time::Duration) -> String {
+    nomad_conform_reports::transcript::fmt_ms(d.as_secs_f64() * 1000.0)
+}

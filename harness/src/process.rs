@@ -163,7 +163,11 @@ impl Capture {
         let head = &self.head[..head_len];
         let tail: Vec<u8> = {
             let n = keep.min(self.tail.len());
-            self.tail.iter().skip(self.tail.len() - n).copied().collect()
+            self.tail
+                .iter()
+                .skip(self.tail.len() - n)
+                .copied()
+                .collect()
         };
         let omitted = self.total - head.len() as u64 - tail.len() as u64;
         Excerpt {

@@ -30,7 +30,10 @@ pub fn render(record: &RunRecord) -> Result<String, JunitError> {
 
     let mut by_file: BTreeMap<&str, Vec<&Case>> = BTreeMap::new();
     for case in &record.cases {
-        by_file.entry(case.spec_file.as_str()).or_default().push(case);
+        by_file
+            .entry(case.spec_file.as_str())
+            .or_default()
+            .push(case);
     }
     for (file, cases) in by_file {
         let mut suite = TestSuite::new(suite_name(record, file));
@@ -144,7 +147,12 @@ fn testcase(record: &RunRecord, case: &Case) -> TestCase {
 }
 
 fn failure_body(case: &Case, reason: &str) -> String {
-    let mut body = format!("{} ({}): {}\n", case.clause, case.level.as_str(), case.title);
+    let mut body = format!(
+        "{} ({}): {}\n",
+        case.clause,
+        case.level.as_str(),
+        case.title
+    );
     if !case.text.is_empty() {
         body.push_str(&case.text);
         body.push('\n');

@@ -83,6 +83,9 @@ pub struct Case {
     pub duration_ms: u64,
     pub steps: Vec<StepRecord>,
     pub events: Vec<OpEvent>,
+    /// Observations from cleanup that are not failures (e.g. a mount the harness had to remove).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Case {
@@ -222,12 +225,18 @@ pub enum Response {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExitStatus {
-    Exited { code: i32 },
-    Signaled { signal: i32 },
+    Exited {
+        code: i32,
+    },
+    Signaled {
+        signal: i32,
+    },
     /// The harness killed the process group because the deadline passed.
     KilledAtDeadline,
     /// The executable could not be started at all.
-    SpawnFailed { message: String },
+    SpawnFailed {
+        message: String,
+    },
 }
 
 impl std::fmt::Display for ExitStatus {

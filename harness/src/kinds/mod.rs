@@ -1,0 +1,3 @@
+//! One module per plugin kind: turns the kind's options into a run (validation, capability
+//! probe, rerun command) and hands it to the generic runner.
+pub mod dhv;

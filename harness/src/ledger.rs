@@ -1,0 +1,321 @@
+//! The resource ledger: everything a scenario makes is registered here and undone newest-first
+//! when the scenario ends, whatever its verdict, and again by `main` if the run is interrupted.
+//!
+//! The harness deletes only what it created: its own scratch directories, and paths the plugin
+//! made during the run whose names carry the run's unique token. A path a plugin reports is never
+//! removed by the harness unless it lies inside a scratch directory the harness made.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+
+/// What tearing something down left behind.
+#[derive(Debug, Default)]
+pub struct TeardownOutcome {
+    /// Things that still exist on the host and could not be removed.
+    pub leaked: Vec<String>,
+    /// Things worth knowing that are not leaks (e.g. a mount the harness had to remove itself).
+    pub notes: Vec<String>,
+}
+
+impl TeardownOutcome {
+    pub fn leak(what: impl Into<String>) -> Self {
+        TeardownOutcome {
+            leaked: vec![what.into()],
+            notes: Vec::new(),
+        }
+    }
+
+    pub fn absorb(&mut self, other: TeardownOutcome) {
+        self.leaked.extend(other.leaked);
+        self.notes.extend(other.notes);
+    }
+}
+
+/// Something a scenario made that must be undone.
+pub trait Resource: Send + 'static {
+    fn describe(&self) -> String;
+    fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome>;
+}
+
+#[derive(Clone, Default)]
+pub struct Ledger {
+    entries: Arc<Mutex<Vec<Box<dyn Resource>>>>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self
+            .entries
+            .lock()
+            .map(|e| e.iter().map(|r| r.describe()).collect())
+            .unwrap_or_default();
+        f.debug_struct("Ledger").field("entries", &names).finish()
+    }
+}
+
+impl Ledger {
+    pub fn track(&self, resource: impl Resource) {
+        if let Ok(mut e) = self.entries.lock() {
+            e.push(Box::new(resource));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.lock().map(|e| e.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Undo everything, newest first. Safe to call more than once: entries are taken out.
+    pub async fn teardown(&self) -> TeardownOutcome {
+        let mut outcome = TeardownOutcome::default();
+        loop {
+            let next = self.entries.lock().ok().and_then(|mut e| e.pop());
+            let Some(resource) = next else { break };
+            outcome.absorb(resource.teardown().await);
+        }
+        outcome
+    }
+}
+
+/// A directory the harness created for a scenario. Teardown unmounts whatever is still mounted
+/// beneath it (a plugin's leftover), then removes it.
+#[derive(Debug)]
+pub struct ScratchDir {
+    pub path: PathBuf,
+}
+
+impl Resource for ScratchDir {
+    fn describe(&self) -> String {
+        format!("scratch directory {}", self.path.display())
+    }
+
+    fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
+        Box::pin(async move {
+            let path = self.path.clone();
+            tokio::task::spawn_blocking(move || remove_scratch(&path))
+                .await
+                .unwrap_or_else(|e| TeardownOutcome::leak(format!("cleanup task failed: {e}")))
+        })
+    }
+}
+
+/// Unmount everything under `dir` (deepest first), then remove it. Removal never follows
+/// symlinks and is refused if a mount could not be detached.
+pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
+    let mut outcome = TeardownOutcome::default();
+    let mounts = mounts_under(dir);
+    for m in &mounts {
+        match nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH) {
+            Ok(()) => outcome.notes.push(format!(
+                "{} was still mounted after the scenario; the harness unmounted it",
+                m.display()
+            )),
+            Err(e) => outcome.leaked.push(format!(
+                "{} is still mounted (umount failed: {e})",
+                m.display()
+            )),
+        }
+    }
+    if !outcome.leaked.is_empty() {
+        return outcome;
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => outcome
+            .leaked
+            .push(format!("failed to remove {}: {e}", dir.display())),
+    }
+    outcome
+}
+
+/// Remove a path the plugin created outside the harness's scratch directories, after the caller
+/// has established that it is new and carries the run's token. Symlinks are removed, not
+/// followed.
+pub fn remove_stray(path: &Path) -> TeardownOutcome {
+    if !mounts_under(path).is_empty() || is_mount_point(path) {
+        return TeardownOutcome::leak(format!(
+            "{} is a mount the plugin made outside the volumes directory; left in place",
+            path.display()
+        ));
+    }
+    let result = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return TeardownOutcome::default(),
+        Err(e) => Err(e),
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+    };
+    match result {
+        Ok(()) => TeardownOutcome {
+            leaked: Vec::new(),
+            notes: vec![format!(
+                "the plugin created {} outside its volumes directory; the harness removed it",
+                path.display()
+            )],
+        },
+        Err(e) => TeardownOutcome::leak(format!("failed to remove {}: {e}", path.display())),
+    }
+}
+
+/// A path the plugin created outside the scratch directories during this scenario.
+#[derive(Debug)]
+pub struct StrayPath {
+    pub path: PathBuf,
+}
+
+impl Resource for StrayPath {
+    fn describe(&self) -> String {
+        format!("stray path {}", self.path.display())
+    }
+
+    fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
+        Box::pin(async move {
+            let path = self.path.clone();
+            tokio::task::spawn_blocking(move || remove_stray(&path))
+                .await
+                .unwrap_or_else(|e| TeardownOutcome::leak(format!("cleanup task failed: {e}")))
+        })
+    }
+}
+
+/// Mount points strictly below `dir`, deepest first, from /proc/self/mountinfo.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let mut prefix = dir.as_os_str().to_string_lossy().into_owned();
+    if !prefix.ends_with('/') {
+        prefix.push('/');
+    }
+    let mut found: Vec<PathBuf> = mount_points()
+        .into_iter()
+        .filter(|m| m.to_string_lossy().starts_with(&prefix))
+        .collect();
+    found.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
+    found.dedup();
+    found
+}
+
+pub fn is_mount_point(path: &Path) -> bool {
+    mount_points().iter().any(|m| m == path)
+}
+
+fn mount_points() -> Vec<PathBuf> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(unescape_mountinfo(m)))
+        .collect()
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
+fn unescape_mountinfo(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let v = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Probe(Arc<Mutex<Vec<u32>>>, u32);
+    impl Resource for Probe {
+        fn describe(&self) -> String {
+            format!("probe {}", self.1)
+        }
+        fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
+            Box::pin(async move {
+                self.0.lock().unwrap().push(self.1);
+                if self.1 == 2 {
+                    TeardownOutcome::leak("two")
+                } else {
+                    TeardownOutcome::default()
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn teardown_is_newest_first_and_collects_every_leak() {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let ledger = Ledger::default();
+        for i in 1..=3 {
+            ledger.track(Probe(order.clone(), i));
+        }
+        let out = ledger.teardown().await;
+        assert_eq!(*order.lock().unwrap(), vec![3, 2, 1]);
+        assert_eq!(out.leaked, vec!["two".to_string()]);
+        assert!(ledger.is_empty());
+        assert!(ledger.teardown().await.leaked.is_empty());
+    }
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape_mountinfo(r"/a\040b\134c"), "/a b\\c");
+        assert_eq!(unescape_mountinfo(r"/plain"), "/plain");
+        assert_eq!(unescape_mountinfo(r"/end\04"), r"/end\04");
+    }
+
+    #[test]
+    fn scratch_removal_does_not_follow_symlinks() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), "x").unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("s");
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.join("link")).unwrap();
+        let out = remove_scratch(&dir);
+        assert!(out.leaked.is_empty(), "{:?}", out.leaked);
+        assert!(!dir.exists());
+        assert!(outside.path().join("keep").exists());
+    }
+
+    #[test]
+    fn scratch_removal_unmounts_leftover_mounts() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: mounting needs root");
+            assert!(std::env::var_os("CI").is_none(), "CI must run this as root");
+            return;
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("s");
+        let m = dir.join("vol");
+        std::fs::create_dir_all(&m).unwrap();
+        nix::mount::mount(
+            Some("tmpfs"),
+            &m,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .unwrap();
+        std::fs::write(m.join("f"), "x").unwrap();
+        assert_eq!(mounts_under(&dir), vec![m.clone()]);
+        let out = remove_scratch(&dir);
+        assert!(out.leaked.is_empty(), "{:?}", out.leaked);
+        assert_eq!(out.notes.len(), 1);
+        assert!(!dir.exists());
+    }
+}

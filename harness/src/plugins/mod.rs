@@ -1,0 +1,2 @@
+//! How to talk to a plugin of each kind: faithful transport and timing, no assertions.
+pub mod dhv;

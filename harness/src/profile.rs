@@ -1,0 +1,190 @@
+//! Profiles: the numbers of a contract version (deadlines, grace periods), kept out of step code.
+//!
+//! `--profile NAME` picks an embedded profile; `--profile FILE` reads a TOML file and lays it
+//! over the default profile, so a file needs only the values it changes.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::specs;
+
+pub const DEFAULT_PROFILE: &str = "nomad-1.10";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("failed to read profile {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("failed to parse profile {name}: {message}")]
+    Parse { name: String, message: String },
+    #[error("unknown profile {name:?}: not a file, and not one of the built-in profiles ({known})")]
+    Unknown { name: String, known: String },
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    pub nomad_versions: String,
+    #[serde(default)]
+    pub description: String,
+    pub dhv: DhvProfile,
+    pub harness: HarnessProfile,
+}
+
+/// Deadlines of the dynamic host volume plugin contract.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DhvProfile {
+    #[serde(with = "humantime_serde")]
+    pub fingerprint_discovery_deadline: Duration,
+    #[serde(with = "humantime_serde")]
+    pub fingerprint_documented_deadline: Duration,
+    #[serde(with = "humantime_serde")]
+    pub create_deadline: Duration,
+    #[serde(with = "humantime_serde")]
+    pub delete_deadline: Duration,
+}
+
+impl DhvProfile {
+    /// A deadline by the name the specs use (`Then the call completes within the "create"
+    /// deadline`).
+    pub fn deadline(&self, name: &str) -> Option<Duration> {
+        match name {
+            "fingerprint discovery" => Some(self.fingerprint_discovery_deadline),
+            "fingerprint documented" => Some(self.fingerprint_documented_deadline),
+            "create" => Some(self.create_deadline),
+            "delete" => Some(self.delete_deadline),
+            _ => None,
+        }
+    }
+
+    /// The deadline a fingerprint call runs under: the longer of the two, so that both clauses
+    /// can be judged from one call.
+    pub fn fingerprint_kill_deadline(&self) -> Duration {
+        self.fingerprint_discovery_deadline
+            .max(self.fingerprint_documented_deadline)
+    }
+}
+
+/// How the harness itself behaves; not numbers of any Nomad contract.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessProfile {
+    #[serde(with = "humantime_serde")]
+    pub output_close_grace: Duration,
+}
+
+impl Profile {
+    /// Load by embedded name or file path; `None` gives the default profile.
+    pub fn load(spec: Option<&str>) -> Result<Profile, ProfileError> {
+        let base_text =
+            specs::embedded_profile(DEFAULT_PROFILE).ok_or_else(|| ProfileError::Unknown {
+                name: DEFAULT_PROFILE.into(),
+                known: specs::embedded_profile_names().join(", "),
+            })?;
+        let mut base: toml::Value = parse_toml(DEFAULT_PROFILE, base_text)?;
+        let name = match spec {
+            None => DEFAULT_PROFILE,
+            Some(s) => s,
+        };
+        let overlay_text = if let Some(text) = specs::embedded_profile(name) {
+            text.to_string()
+        } else if Path::new(name).is_file() {
+            std::fs::read_to_string(name).map_err(|source| ProfileError::Read {
+                path: name.into(),
+                source,
+            })?
+        } else {
+            return Err(ProfileError::Unknown {
+                name: name.into(),
+                known: specs::embedded_profile_names().join(", "),
+            });
+        };
+        let overlay = parse_toml(name, &overlay_text)?;
+        merge(&mut base, overlay);
+        base.try_into()
+            .map_err(|e: toml::de::Error| ProfileError::Parse {
+                name: name.into(),
+                message: e.to_string(),
+            })
+    }
+}
+
+fn parse_toml(name: &str, text: &str) -> Result<toml::Value, ProfileError> {
+    toml::from_str(text).map_err(|e: toml::de::Error| ProfileError::Parse {
+        name: name.into(),
+        message: e.to_string(),
+    })
+}
+
+/// Lay `overlay` over `base`: tables merge key by key, anything else replaces.
+fn merge(base: &mut toml::Value, overlay: toml::Value) {
+    match (base, overlay) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(existing) => merge(existing, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_profile_has_the_contract_numbers() {
+        let p = Profile::load(None).unwrap();
+        assert_eq!(p.name, "nomad-1.10");
+        assert_eq!(p.dhv.fingerprint_discovery_deadline, Duration::from_secs(1));
+        assert_eq!(
+            p.dhv.fingerprint_documented_deadline,
+            Duration::from_secs(5)
+        );
+        assert_eq!(p.dhv.create_deadline, Duration::from_secs(60));
+        assert_eq!(p.dhv.deadline("delete"), Some(Duration::from_secs(60)));
+        assert_eq!(p.dhv.fingerprint_kill_deadline(), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn file_overlays_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("p.toml");
+        std::fs::write(&f, "name = \"short\"\n[dhv]\ncreate_deadline = \"2s\"\n").unwrap();
+        let p = Profile::load(Some(f.to_str().unwrap())).unwrap();
+        assert_eq!(p.name, "short");
+        assert_eq!(p.dhv.create_deadline, Duration::from_secs(2));
+        assert_eq!(p.dhv.delete_deadline, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn bad_profiles_are_reported() {
+        let err = Profile::load(Some("no-such-profile"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nomad-1.10"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("p.toml");
+        std::fs::write(&f, "[dhv]\ncreate_deadline = \"soon\"\n").unwrap();
+        assert!(matches!(
+            Profile::load(Some(f.to_str().unwrap())),
+            Err(ProfileError::Parse { .. })
+        ));
+        std::fs::write(&f, "[dhv]\ncreat_deadline = \"1s\"\n").unwrap();
+        let err = Profile::load(Some(f.to_str().unwrap()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("creat_deadline"), "{err}");
+    }
+}

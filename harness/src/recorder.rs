@@ -1,0 +1,411 @@
+//! The recorder: the only writer of the run record.
+//!
+//! Two things feed it. cucumber's event stream (scenario and step lifecycle, through the
+//! [`Recorder`] writer) and the steps themselves (operation events, verdict hints and cleanup
+//! results, through a [`CaseHandle`]). Events of concurrent scenarios interleave; everything is
+//! keyed by [`CaseKey`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime};
+
+use cucumber::event::{self, Cucumber, HookType, Scenario, Step, StepError};
+use cucumber::{Event, parser};
+use nomad_conform_reports::model::{Case, OpEvent, StepOutcome, StepRecord, Verdict};
+
+use crate::clauses::{CaseKey, ClauseSet};
+
+/// How to read a failed step, set by the step before it fails.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// The clause could not be exercised (e.g. a failure could not be provoked): Skip.
+    Skip(String),
+    /// The failure is a deadline that passed: TimedOut.
+    TimedOut,
+    /// The harness, not the plugin, is at fault: Error.
+    HarnessError,
+}
+
+/// What the steps of one scenario report, beside cucumber's own events.
+#[derive(Debug)]
+pub struct CaseState {
+    pub started: Instant,
+    pub events: Vec<OpEvent>,
+    pub hint: Option<Hint>,
+    pub leaked: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+pub type CaseHandle = Arc<Mutex<CaseState>>;
+
+/// Lock a handle, tolerating a poisoned mutex (a panicking step must not lose the record).
+pub fn lock(h: &CaseHandle) -> MutexGuard<'_, CaseState> {
+    h.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Debug)]
+struct InFlight {
+    state: CaseHandle,
+    started_at: SystemTime,
+    steps: Vec<StepRecord>,
+    step_started: Option<SystemTime>,
+    failure: Option<String>,
+    undefined: Option<String>,
+    hook_error: Option<String>,
+}
+
+impl InFlight {
+    fn new(at: SystemTime) -> Self {
+        InFlight {
+            state: Arc::new(Mutex::new(CaseState {
+                started: Instant::now(),
+                events: Vec::new(),
+                hint: None,
+                leaked: Vec::new(),
+                notes: Vec::new(),
+            })),
+            started_at: at,
+            steps: Vec::new(),
+            step_started: None,
+            failure: None,
+            undefined: None,
+            hook_error: None,
+        }
+    }
+}
+
+type CaseCallback = Box<dyn Fn(&Case) + Send>;
+
+struct Inner {
+    clauses: Arc<ClauseSet>,
+    rerun_prefix: String,
+    seed: u64,
+    in_flight: HashMap<CaseKey, InFlight>,
+    finished: BTreeMap<CaseKey, Case>,
+    ledgers: HashMap<CaseKey, crate::ledger::Ledger>,
+    on_case: Option<CaseCallback>,
+}
+
+/// Shared store of the run's cases. Cheap to clone.
+#[derive(Clone)]
+pub struct RunStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl std::fmt::Debug for RunStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunStore")
+    }
+}
+
+impl RunStore {
+    /// `rerun_prefix` is the command line that reruns the suite against the same plugin; each
+    /// case's rerun command adds `--seed` and `--tags @<clause>` to it.
+    pub fn new(clauses: Arc<ClauseSet>, rerun_prefix: String, seed: u64) -> Self {
+        RunStore {
+            inner: Arc::new(Mutex::new(Inner {
+                clauses,
+                rerun_prefix,
+                seed,
+                in_flight: HashMap::new(),
+                finished: BTreeMap::new(),
+                ledgers: HashMap::new(),
+                on_case: None,
+            })),
+        }
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Called with every case as soon as it is final (for progress output).
+    pub fn on_case(&self, f: impl Fn(&Case) + Send + 'static) {
+        self.inner().on_case = Some(Box::new(f));
+    }
+
+    pub fn clauses(&self) -> Arc<ClauseSet> {
+        self.inner().clauses.clone()
+    }
+
+    /// The handle steps use to report into the case at `key`.
+    pub fn case(&self, key: &CaseKey) -> CaseHandle {
+        self.inner()
+            .in_flight
+            .entry(key.clone())
+            .or_insert_with(|| InFlight::new(SystemTime::now()))
+            .state
+            .clone()
+    }
+
+    pub fn register_ledger(&self, key: &CaseKey, ledger: crate::ledger::Ledger) {
+        self.inner().ledgers.insert(key.clone(), ledger);
+    }
+
+    pub fn release_ledger(&self, key: &CaseKey) {
+        self.inner().ledgers.remove(key);
+    }
+
+    /// Ledgers of scenarios that never reached their cleanup (the run was interrupted).
+    pub fn take_ledgers(&self) -> Vec<(CaseKey, crate::ledger::Ledger)> {
+        self.inner().ledgers.drain().collect()
+    }
+
+    /// Record a case that will not run, with the reason.
+    pub fn record_skip(&self, key: &CaseKey, reason: &str) {
+        let mut inner = self.inner();
+        let Some(clause) = inner.clauses.get(key).cloned() else {
+            return;
+        };
+        let case = Case {
+            clause: clause.id.clone(),
+            level: clause.level,
+            title: clause.title.clone(),
+            text: clause.text.clone(),
+            kind: clause.kind.clone(),
+            operation: clause.operation.clone(),
+            spec_file: clause.key.file.clone(),
+            line: clause.key.line as u32,
+            verdict: Verdict::Skip,
+            reason: Some(reason.to_string()),
+            rerun: Some(rerun(&inner, &clause.id)),
+            duration_ms: 0,
+            steps: Vec::new(),
+            events: Vec::new(),
+            notes: Vec::new(),
+        };
+        if let Some(cb) = &inner.on_case {
+            cb(&case);
+        }
+        inner.finished.insert(key.clone(), case);
+    }
+
+    /// Close the run after an interruption: scenarios under way become errors, selected ones
+    /// that never started become skips.
+    pub fn finish_interrupted(&self, selected: &BTreeSet<CaseKey>) {
+        let in_flight: Vec<CaseKey> = self.inner().in_flight.keys().cloned().collect();
+        for key in in_flight {
+            self.finalize(&key, SystemTime::now(), None, true);
+        }
+        let missing: Vec<CaseKey> = {
+            let inner = self.inner();
+            selected
+                .iter()
+                .filter(|k| !inner.finished.contains_key(*k))
+                .cloned()
+                .collect()
+        };
+        for key in missing {
+            self.record_skip(&key, "not run: the run was interrupted");
+        }
+    }
+
+    /// Every finished case, in spec order.
+    pub fn cases(&self) -> Vec<Case> {
+        self.inner().finished.values().cloned().collect()
+    }
+
+    fn with_flight(&self, key: &CaseKey, at: SystemTime, f: impl FnOnce(&mut InFlight)) {
+        let mut inner = self.inner();
+        let flight = inner
+            .in_flight
+            .entry(key.clone())
+            .or_insert_with(|| InFlight::new(at));
+        f(flight);
+    }
+
+    fn finalize(
+        &self,
+        key: &CaseKey,
+        at: SystemTime,
+        scenario: Option<(&gherkin::Feature, &gherkin::Scenario)>,
+        interrupted: bool,
+    ) {
+        let mut inner = self.inner();
+        let Some(flight) = inner.in_flight.remove(key) else {
+            return;
+        };
+        let Some(clause) = inner.clauses.get(key).cloned() else {
+            return;
+        };
+        let state = lock(&flight.state);
+        let (mut verdict, mut reason) = if interrupted {
+            (
+                Verdict::Error,
+                Some("interrupted: the run was stopped before this clause finished".to_string()),
+            )
+        } else if let Some(h) = &flight.hook_error {
+            (
+                Verdict::Error,
+                Some(format!("the harness failed to set up the scenario: {h}")),
+            )
+        } else if let Some(f) = &flight.failure {
+            match &state.hint {
+                Some(Hint::Skip(r)) => (Verdict::Skip, Some(r.clone())),
+                Some(Hint::TimedOut) => (Verdict::TimedOut, Some(f.clone())),
+                Some(Hint::HarnessError) => (Verdict::Error, Some(f.clone())),
+                None => (Verdict::Fail, Some(f.clone())),
+            }
+        } else if let Some(u) = &flight.undefined {
+            (
+                Verdict::Error,
+                Some(format!("no step definition in this harness matches: {u}")),
+            )
+        } else {
+            (Verdict::Pass, None)
+        };
+        if !state.leaked.is_empty() {
+            verdict.raise(Verdict::Leaked);
+            let list = state.leaked.join("\n  ");
+            let text = format!("left behind after cleanup:\n  {list}");
+            reason = Some(match reason {
+                Some(r) => format!("{r}\n\n{text}"),
+                None => text,
+            });
+        }
+        let mut steps = flight.steps.clone();
+        if let Some((feature, sc)) = scenario {
+            let all: Vec<&gherkin::Step> = feature
+                .background
+                .iter()
+                .flat_map(|b| b.steps.iter())
+                .chain(sc.steps.iter())
+                .collect();
+            for s in all.into_iter().skip(steps.len()) {
+                steps.push(StepRecord {
+                    keyword: s.keyword.trim().to_string(),
+                    text: s.value.clone(),
+                    outcome: StepOutcome::NotRun,
+                    duration_ms: 0,
+                });
+            }
+        }
+        let case = Case {
+            clause: clause.id.clone(),
+            level: clause.level,
+            title: clause.title.clone(),
+            text: clause.text.clone(),
+            kind: clause.kind.clone(),
+            operation: clause.operation.clone(),
+            spec_file: clause.key.file.clone(),
+            line: clause.key.line as u32,
+            verdict,
+            reason,
+            rerun: Some(rerun(&inner, &clause.id)),
+            duration_ms: millis_between(flight.started_at, at),
+            steps,
+            events: state.events.clone(),
+            notes: state.notes.clone(),
+        };
+        drop(state);
+        if let Some(cb) = &inner.on_case {
+            cb(&case);
+        }
+        inner.finished.insert(key.clone(), case);
+    }
+}
+
+fn rerun(inner: &Inner, id: &str) -> String {
+    format!("{} --seed {} --tags @{id}", inner.rerun_prefix, inner.seed)
+}
+
+fn millis_between(a: SystemTime, b: SystemTime) -> u64 {
+    b.duration_since(a)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The text of a failed step: the `Err` string of the step (cucumber turns it into a panic
+/// payload), or a description of why no step could run.
+pub fn step_error_text(err: &StepError) -> String {
+    match err {
+        StepError::Panic(info) => panic_text(info),
+        StepError::NotFound => "no step definition matches".into(),
+        StepError::AmbiguousMatch(e) => format!("ambiguous step definitions: {e}"),
+    }
+}
+
+pub fn panic_text(info: &event::Info) -> String {
+    if let Some(s) = info.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = info.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else {
+        "a step panicked with a non-text payload".into()
+    }
+}
+
+/// The cucumber writer that feeds the store.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    pub store: RunStore,
+}
+
+impl<W: 'static> cucumber::Writer<W> for Recorder {
+    type Cli = cucumber::cli::Empty;
+
+    async fn handle_event(&mut self, ev: parser::Result<Event<Cucumber<W>>>, _cli: &Self::Cli) {
+        let Ok(Event { value, at, .. }) = ev else {
+            return;
+        };
+        let (feature, scenario, sev) = match value {
+            Cucumber::Feature(f, event::Feature::Scenario(s, ev)) => (f, s, ev.event),
+            Cucumber::Feature(f, event::Feature::Rule(_, event::Rule::Scenario(s, ev))) => {
+                (f, s, ev.event)
+            }
+            _ => return,
+        };
+        let key = CaseKey::of(&feature, &scenario);
+        match sev {
+            Scenario::Started => self.store.with_flight(&key, at, |f| f.started_at = at),
+            Scenario::Step(step, ev) | Scenario::Background(step, ev) => {
+                self.store
+                    .with_flight(&key, at, |f| step_event(f, &step, ev, at))
+            }
+            Scenario::Hook(HookType::Before, event::Hook::Failed(_, info)) => {
+                let text = panic_text(&info);
+                self.store
+                    .with_flight(&key, at, |f| f.hook_error = Some(text))
+            }
+            Scenario::Hook(HookType::After, event::Hook::Failed(_, info)) => {
+                let text = panic_text(&info);
+                self.store.with_flight(&key, at, |f| {
+                    lock(&f.state)
+                        .leaked
+                        .push(format!("cleanup failed: {text}"))
+                })
+            }
+            Scenario::Hook(..) | Scenario::Log(_) => {}
+            Scenario::Finished => self
+                .store
+                .finalize(&key, at, Some((&feature, &scenario)), false),
+        }
+    }
+}
+
+impl cucumber::writer::Normalized for Recorder {}
+
+fn step_event<W>(flight: &mut InFlight, step: &gherkin::Step, ev: Step<W>, at: SystemTime) {
+    let outcome = match ev {
+        Step::Started => {
+            flight.step_started = Some(at);
+            return;
+        }
+        Step::Passed(..) => StepOutcome::Passed,
+        Step::Skipped => {
+            flight.undefined = Some(format!("{} {}", step.keyword.trim(), step.value));
+            StepOutcome::Undefined
+        }
+        Step::Failed(_, _, _, err) => {
+            flight.failure = Some(step_error_text(&err));
+            StepOutcome::Failed
+        }
+    };
+    let started = flight.step_started.take().unwrap_or(at);
+    flight.steps.push(StepRecord {
+        keyword: step.keyword.trim().to_string(),
+        text: step.value.clone(),
+        outcome,
+        duration_ms: millis_between(started, at),
+    });
+}

@@ -1,0 +1,254 @@
+//! One run of a suite: select scenarios, drive cucumber with our recorder, survive Ctrl-C, and
+//! turn the store into a run record. Nothing here knows a plugin kind.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use futures::FutureExt as _;
+use gherkin::tagexpr::TagOperation;
+use nomad_conform_reports::model::{self, RunRecord};
+
+use crate::clauses::{CaseKey, ClauseSet};
+use crate::world::{RunCtx, ScenarioCtx, SuiteWorld};
+
+/// Which scenarios a run executes.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// Scenarios cucumber runs.
+    pub run: BTreeSet<CaseKey>,
+    /// Scenarios recorded as skipped before the run, with the reason.
+    pub skip: BTreeMap<CaseKey, String>,
+}
+
+impl Selection {
+    /// Everything matched by the tag expression, or everything.
+    pub fn by_tags(clauses: &ClauseSet, tags: Option<&TagOperation>) -> Selection {
+        use cucumber::tag::Ext as _;
+        let run = clauses
+            .iter()
+            .filter(|c| tags.is_none_or(|t| t.eval(c.tags.iter())))
+            .map(|c| c.key.clone())
+            .collect();
+        Selection {
+            run,
+            skip: BTreeMap::new(),
+        }
+    }
+
+    /// Move a selected scenario to the skipped ones.
+    pub fn skip(&mut self, key: &CaseKey, reason: impl Into<String>) {
+        if self.run.remove(key) {
+            self.skip.insert(key.clone(), reason.into());
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.run.is_empty() && self.skip.is_empty()
+    }
+}
+
+/// Parses nothing: hands cucumber the features we parsed and validated ourselves.
+struct Preparsed;
+
+impl cucumber::Parser<Vec<gherkin::Feature>> for Preparsed {
+    type Cli = cucumber::cli::Empty;
+    type Output =
+        futures::stream::Iter<std::vec::IntoIter<cucumber::parser::Result<gherkin::Feature>>>;
+
+    fn parse(self, input: Vec<gherkin::Feature>, _cli: Self::Cli) -> Self::Output {
+        futures::stream::iter(input.into_iter().map(Ok).collect::<Vec<_>>())
+    }
+}
+
+/// Run the selected scenarios of `features` with world `W`. Returns true if the run was
+/// interrupted (SIGINT or SIGTERM); in that case every process group is killed, every ledger
+/// torn down, and the cases under way are closed as interrupted.
+pub async fn execute<W: SuiteWorld>(
+    run: Arc<RunCtx<W::Config>>,
+    features: Vec<gherkin::Feature>,
+    selection: &Selection,
+    jobs: usize,
+) -> bool {
+    let store = run.store.clone();
+    for (key, reason) in &selection.skip {
+        store.record_skip(key, reason);
+    }
+    if selection.run.is_empty() {
+        return false;
+    }
+
+    let mut opts = cucumber::cli::Opts::<
+        cucumber::cli::Empty,
+        cucumber::runner::basic::Cli,
+        cucumber::cli::Empty,
+        cucumber::cli::Empty,
+    >::default();
+    opts.runner.concurrency = Some(jobs);
+
+    let before_run = run.clone();
+    let selected = selection.run.clone();
+    let cucumber = W::cucumber::<&str>()
+        .with_parser(Preparsed)
+        .with_writer(crate::recorder::Recorder {
+            store: store.clone(),
+        })
+        .max_concurrent_scenarios(jobs)
+        .before(move |feature, _rule, scenario, world: &mut W| {
+            let run = before_run.clone();
+            let key = CaseKey::of(feature, scenario);
+            async move {
+                match ScenarioCtx::new(run, &key) {
+                    Ok(ctx) => world.attach(ctx),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            .boxed_local()
+        })
+        .after(
+            |_feature, _rule, _scenario, _finished, world: Option<&mut W>| {
+                async move {
+                    if let Some(ctx) = world.and_then(|w| w.scenario()) {
+                        ctx.teardown().await;
+                    }
+                }
+                .boxed_local()
+            },
+        )
+        .with_cli(opts);
+    let filter_keys = selected.clone();
+    let running = cucumber.filter_run(features, move |feature, _rule, scenario| {
+        filter_keys.contains(&CaseKey::of(feature, scenario))
+    });
+
+    let interrupted = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        Ok(mut term) => tokio::select! {
+            _ = running => false,
+            _ = tokio::signal::ctrl_c() => true,
+            _ = term.recv() => true,
+        },
+        Err(_) => tokio::select! {
+            _ = running => false,
+            _ = tokio::signal::ctrl_c() => true,
+        },
+    };
+    // cucumber replaced the process-wide panic hook with a silent one for the run.
+    drop(std::panic::take_hook());
+
+    if interrupted {
+        // A second signal ends the process at once.
+        tokio::spawn(async {
+            let _ = tokio::signal::ctrl_c().await;
+            std::process::exit(130);
+        });
+        crate::process::kill_all_live_groups();
+        for (key, ledger) in store.take_ledgers() {
+            let outcome = ledger.teardown().await;
+            let handle = store.case(&key);
+            let mut state = crate::recorder::lock(&handle);
+            state.leaked.extend(outcome.leaked);
+            state.notes.extend(outcome.notes);
+        }
+        store.finish_interrupted(&selected);
+    }
+    interrupted
+}
+
+/// What a kind knows about the run when it is over, to build the record.
+#[derive(Clone, Debug)]
+pub struct RunMeta {
+    pub kind: String,
+    pub subject: model::Subject,
+    pub command_line: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub strict: bool,
+}
+
+pub fn finish_record<C>(run: &RunCtx<C>, meta: RunMeta, interrupted: bool) -> RunRecord {
+    RunRecord {
+        schema_version: model::SCHEMA_VERSION,
+        run_id: run.run_id.clone(),
+        kind: meta.kind,
+        harness: model::HarnessInfo {
+            name: "nomad-conform".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        subject: meta.subject,
+        profile: model::ProfileInfo {
+            name: run.profile.name.clone(),
+            nomad_versions: run.profile.nomad_versions.clone(),
+        },
+        seed: run.seed,
+        command_line: meta.command_line,
+        started_at: meta.started_at,
+        finished_at: Utc::now(),
+        interrupted,
+        strict: meta.strict,
+        cases: run.store.cases(),
+    }
+}
+
+/// Options every suite shares.
+#[derive(Clone, Debug, Default)]
+pub struct SuiteOptions {
+    /// `--specs DIR`: feature files to run instead of the embedded ones.
+    pub specs: Option<std::path::PathBuf>,
+    /// `--profile NAME|FILE`.
+    pub profile: Option<String>,
+    /// `--tags EXPR`.
+    pub tags: Option<String>,
+    pub seed: Option<u64>,
+    pub jobs: usize,
+    pub strict: bool,
+    /// The command line, for the record.
+    pub command_line: Vec<String>,
+}
+
+/// Parse a `--tags` expression.
+pub fn parse_tags(expr: &str) -> Result<TagOperation, crate::error::HarnessError> {
+    expr.parse::<TagOperation>().map_err(|e| {
+        crate::error::HarnessError::Usage(format!("invalid --tags expression {expr:?}: {e}"))
+    })
+}
+
+/// Load, parse and validate the specs of `kind`, and select scenarios by tag.
+pub fn load_suite(
+    kind: &str,
+    opts: &SuiteOptions,
+) -> Result<(Vec<gherkin::Feature>, Arc<ClauseSet>, Selection), crate::error::HarnessError> {
+    use crate::specs::{SpecSource, parse, spec_files};
+    let source = match &opts.specs {
+        Some(dir) => SpecSource::Dir(dir.clone()),
+        None => SpecSource::Embedded,
+    };
+    let features = parse(&spec_files(kind, &source)?)?;
+    let clauses = Arc::new(ClauseSet::from_features(kind, &features)?);
+    if clauses.is_empty() {
+        return Err(crate::error::HarnessError::Usage(format!(
+            "the specs define no {kind} clauses"
+        )));
+    }
+    let tags = opts.tags.as_deref().map(parse_tags).transpose()?;
+    let selection = Selection::by_tags(&clauses, tags.as_ref());
+    if selection.is_empty() {
+        return Err(crate::error::HarnessError::Usage(format!(
+            "no {kind} clause matches --tags {:?} (see `nomad-conform list {kind}`)",
+            opts.tags.as_deref().unwrap_or_default()
+        )));
+    }
+    Ok((features, clauses, selection))
+}
+
+/// A fresh run ID (random, not derived from the seed: two runs with one seed still differ).
+pub fn new_run_id() -> String {
+    use rand::RngExt as _;
+    let n: u32 = rand::rng().random();
+    format!("{n:08x}")
+}
+
+/// The run's seed: the one given, or a random one (printed so it can be given next time).
+pub fn seed_or_random(seed: Option<u64>) -> u64 {
+    use rand::RngExt as _;
+    seed.unwrap_or_else(|| rand::rng().random::<u32>() as u64)
+}

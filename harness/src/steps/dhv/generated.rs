@@ -1,0 +1,254 @@
+//! Property-based inputs: volumes with generated names, namespaces, node pools, parameters and
+//! capacities, within what Nomad accepts. A failing case is shrunk by proptest and reported as
+//! the exact environment that reproduces it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use cucumber::{then, when};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
+
+use super::{
+    DhvWorld, StepResult, created_from, created_problem, list_paths, list_tree, own_path_problem,
+};
+use crate::ledger::Ledger;
+use crate::plugins::dhv::{Call, CreatedVolume, EnvPolicy, Plugin, VolumeRequest};
+use crate::recorder::CaseHandle;
+
+const MIB: i64 = 1 << 20;
+
+/// Everything one generated case needs, movable to a blocking thread.
+#[derive(Clone)]
+struct Bench {
+    plugin: Arc<Plugin>,
+    cwd: PathBuf,
+    create_deadline: Duration,
+    delete_deadline: Duration,
+    ledger: Ledger,
+    case: CaseHandle,
+    scratch_root: PathBuf,
+}
+
+/// Volumes as Nomad can describe them: any non-empty name, namespaces and node pools by Nomad's
+/// validation rules, any map of string parameters, any capacity range up to `ceiling`.
+fn volumes(base: VolumeRequest, ceiling: i64) -> impl Strategy<Value = VolumeRequest> {
+    let name = prop_oneof!["[a-zA-Z0-9_.-]{1,64}", "[ -~]{1,40}", "\\PC{1,16}",];
+    let namespace = "[a-zA-Z0-9-]{1,128}";
+    let node_pool = "[a-zA-Z0-9_-]{1,128}";
+    let id =
+        any::<[u8; 16]>().prop_map(|b| uuid::Builder::from_random_bytes(b).into_uuid().to_string());
+    let base_params = base.parameters.clone();
+    let params = prop_oneof![
+        Just(base_params.clone()),
+        prop::collection::btree_map("[a-zA-Z0-9_.-]{1,16}", "[ -~]{0,24}|\\PC{0,8}", 1..4)
+            .prop_map(move |extra: BTreeMap<String, String>| {
+                extra
+                    .iter()
+                    .fold(base_params.clone(), |p, (k, v)| p.with(k, v))
+            }),
+    ];
+    let capacity = prop_oneof![
+        Just((0i64, 0i64)),
+        (0..=ceiling).prop_flat_map(move |min| (Just(min), min..=ceiling)),
+    ];
+    (name, namespace, node_pool, id, params, capacity).prop_map(
+        move |(name, namespace, node_pool, id, parameters, (capacity_min, capacity_max))| {
+            VolumeRequest {
+                name,
+                namespace,
+                node_pool,
+                id,
+                parameters,
+                capacity_min,
+                capacity_max,
+                ..base.clone()
+            }
+        },
+    )
+}
+
+/// Run one generated case: create, then delete what was created. Returns the calls made and
+/// the problem, if any.
+async fn exercise(bench: &Bench, req: &VolumeRequest) -> (Vec<Call>, Result<(), String>) {
+    let vols = req.volumes_dir.clone();
+    let before = list_tree(&vols);
+    let create = bench
+        .plugin
+        .invoke(
+            "create",
+            "create",
+            req.create_env(),
+            EnvPolicy::Configured,
+            &bench.cwd,
+            bench.create_deadline,
+        )
+        .await;
+    match create.exit_code() {
+        Some(0) => {}
+        Some(_) => {
+            let left: Vec<PathBuf> = list_tree(&vols).difference(&before).cloned().collect();
+            let result = if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("create failed but left {}", list_paths(&left)))
+            };
+            return (vec![create], result);
+        }
+        None => {
+            let s = create.summary();
+            return (vec![create], Err(s));
+        }
+    }
+    let Some(created) = created_from(&create) else {
+        let why = created_problem(&create).unwrap_or_default();
+        return (vec![create], Err(why));
+    };
+    let deleted = Arc::new(AtomicBool::new(false));
+    bench.ledger.track(CreatedVolume {
+        plugin: bench.plugin.clone(),
+        request: req.clone(),
+        path: created.path.clone(),
+        cwd: bench.cwd.clone(),
+        deadline: bench.delete_deadline,
+        scratch_root: bench.scratch_root.clone(),
+        deleted: deleted.clone(),
+        case: bench.case.clone(),
+    });
+    if let Some(p) = own_path_problem(&created.path, &vols, &[]) {
+        return (vec![create], Err(p));
+    }
+    if !Path::new(&created.path).exists() {
+        let p = format!("create reported {}, which does not exist", created.path);
+        return (vec![create], Err(p));
+    }
+    let delete = bench
+        .plugin
+        .invoke(
+            "delete",
+            "delete",
+            req.delete_env(&created.path),
+            EnvPolicy::Configured,
+            &bench.cwd,
+            bench.delete_deadline,
+        )
+        .await;
+    let result = if !delete.succeeded() {
+        Err(format!("delete failed: {}", delete.summary()))
+    } else if Path::new(&created.path).symlink_metadata().is_ok() {
+        Err(format!("{} still exists after delete", created.path))
+    } else {
+        deleted.store(true, Ordering::SeqCst);
+        Ok(())
+    };
+    (vec![create, delete], result)
+}
+
+/// Describe a generated volume for a message.
+fn describe(req: &VolumeRequest) -> String {
+    format!(
+        "name={:?} namespace={:?} node_pool={:?} id={} capacity={}..{} parameters={}",
+        req.name,
+        req.namespace,
+        req.node_pool,
+        req.id,
+        req.capacity_min,
+        req.capacity_max,
+        req.parameters.to_go_json()
+    )
+}
+
+#[when(
+    "Nomad creates and deletes volumes with generated names, namespaces, node pools, parameters and capacities"
+)]
+async fn generated(w: &mut DhvWorld) -> StepResult {
+    let base = w.new_request();
+    let ceiling = w
+        .config()
+        .capacity
+        .map(|c| c.1)
+        .filter(|m| *m > 0)
+        .unwrap_or(64 * MIB);
+    let cases = w.config().property_cases;
+    let ctx = w.ctx();
+    let bench = Bench {
+        plugin: w.plugin(),
+        cwd: w.cwd(),
+        create_deadline: w.deadlines().create_deadline,
+        delete_deadline: w.deadlines().delete_deadline,
+        ledger: ctx.ledger.clone(),
+        case: ctx.case.clone(),
+        scratch_root: ctx.run.scratch_base.clone(),
+    };
+    let mut seed = [0u8; 32];
+    seed[..8].copy_from_slice(&ctx.seed.to_le_bytes());
+    let handle = tokio::runtime::Handle::current();
+    let runner_bench = bench.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let config = Config {
+            cases,
+            max_shrink_iters: 256,
+            max_shrink_time: 60_000,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let mut runner =
+            TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
+        runner.run(&volumes(base, ceiling), |req| {
+            let (_, result) = handle.block_on(exercise(&runner_bench, &req));
+            result.map_err(TestCaseError::fail)
+        })
+    })
+    .await
+    .map_err(|e| {
+        w.ctx()
+            .harness_error(format!("the property runner failed: {e}"))
+    })?;
+
+    match outcome {
+        Ok(()) => {
+            w.generated = Some(Ok(cases));
+            w.last.clear();
+        }
+        Err(TestError::Fail(reason, minimal)) => {
+            // Run the smallest failing case once more, recorded, for its reproduction commands.
+            let (calls, _) = exercise(&bench, &minimal).await;
+            let ctx = w.ctx();
+            for c in &calls {
+                ctx.record(c.event(ctx.offset_ms(c.started)));
+            }
+            w.generated = Some(Err(format!(
+                "smallest failing volume: {}\n{reason}",
+                describe(&minimal)
+            )));
+            w.last = calls;
+        }
+        Err(TestError::Abort(why)) => {
+            return Err(w
+                .ctx()
+                .harness_error(format!("the property runner gave up: {why}")));
+        }
+    }
+    Ok(())
+}
+
+#[then(
+    "every create succeeded and its delete removed the path, or the create failed and left nothing behind"
+)]
+async fn generated_ok(w: &mut DhvWorld) -> StepResult {
+    match &w.generated {
+        Some(Ok(_)) => Ok(()),
+        Some(Err(problem)) => {
+            let calls: Vec<&Call> = w.last.iter().collect();
+            Err(w.fail(
+                "for any volume Nomad can describe, create then delete leaves nothing, or create refuses cleanly",
+                problem,
+                &calls,
+            ))
+        }
+        None => Err(w.ctx().harness_error("no generated inputs were run")),
+    }
+}

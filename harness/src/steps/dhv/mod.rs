@@ -1,0 +1,540 @@
+//! Step definitions of the dynamic host volume suite, and the World they share.
+//!
+//! Steps reach the plugin only through [`DhvWorld::invoke`] (which records every call) and
+//! register what the plugin made in the scenario's ledger. Failure messages say what the clause
+//! requires, what was seen, and how to reproduce it.
+
+mod common;
+mod create;
+mod delete;
+mod fingerprint;
+mod general;
+mod generated;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rand::SeedableRng as _;
+
+use crate::kinds::dhv::DhvConfig;
+use crate::plugins::dhv::response::{self, Field};
+use crate::plugins::dhv::{Call, CreatedVolume, EnvPolicy, Parameters, Plugin, VolumeRequest};
+use crate::profile::DhvProfile;
+use crate::recorder::Hint;
+use crate::world::{ScenarioCtx, SuiteWorld};
+
+/// One volume the scenario asked for.
+#[derive(Debug)]
+pub struct Vol {
+    pub req: VolumeRequest,
+    /// What create reported, once it succeeded.
+    pub created: Option<Created>,
+    /// Set when a step deleted the volume, so cleanup does not delete it again.
+    pub deleted: Arc<AtomicBool>,
+    /// A file the scenario wrote into the volume, and its contents.
+    pub marker: Option<(PathBuf, String)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Created {
+    pub path: String,
+    pub json: serde_json::Value,
+}
+
+#[derive(Debug, Default, cucumber::World)]
+pub struct DhvWorld {
+    ctx: Option<ScenarioCtx<DhvConfig>>,
+    /// Volumes in the order the steps asked for them: index 0 is "the volume".
+    volumes: Vec<Vol>,
+    /// Calls made by the latest When step.
+    last: Vec<Call>,
+    /// The volumes directory as it was before the latest When step.
+    before: Option<BTreeSet<PathBuf>>,
+    /// Other state a When step leaves for its Then steps.
+    secret: Option<String>,
+    generated: Option<Result<u32, String>>,
+    /// Per call of the latest When step: what a failed create left in the volumes directory.
+    form_leftovers: Vec<Vec<PathBuf>>,
+    /// Paths named after the scenario's volumes that appeared outside the volumes directory.
+    strays_seen: Vec<PathBuf>,
+    fingerprint_before: Option<(
+        BTreeSet<PathBuf>,
+        Vec<(PathBuf, Option<std::time::SystemTime>)>,
+    )>,
+}
+
+impl SuiteWorld for DhvWorld {
+    type Config = DhvConfig;
+
+    fn attach(&mut self, ctx: ScenarioCtx<DhvConfig>) {
+        self.ctx = Some(ctx);
+    }
+
+    fn scenario(&self) -> Option<&ScenarioCtx<DhvConfig>> {
+        self.ctx.as_ref()
+    }
+}
+
+/// The outcome of a step: `Err` carries the whole failure message.
+pub type StepResult = Result<(), String>;
+
+impl DhvWorld {
+    pub fn ctx(&self) -> &ScenarioCtx<DhvConfig> {
+        self.ctx
+            .as_ref()
+            .expect("the before hook attaches a scenario context")
+    }
+
+    fn ctx_mut(&mut self) -> &mut ScenarioCtx<DhvConfig> {
+        self.ctx
+            .as_mut()
+            .expect("the before hook attaches a scenario context")
+    }
+
+    pub fn config(&self) -> &DhvConfig {
+        &self.ctx().run.config
+    }
+
+    pub fn plugin(&self) -> Arc<Plugin> {
+        self.config().plugin.clone()
+    }
+
+    pub fn deadlines(&self) -> &DhvProfile {
+        &self.ctx().run.profile.dhv
+    }
+
+    /// DHV_VOLUMES_DIR of this scenario (created on first use).
+    pub fn volumes_dir(&self) -> PathBuf {
+        let d = self.ctx().scratch.join("volumes");
+        let _ = std::fs::create_dir_all(&d);
+        d
+    }
+
+    /// The working directory plugin calls run in (Nomad: the agent's working directory).
+    pub fn cwd(&self) -> PathBuf {
+        let d = self.ctx().scratch.join("cwd");
+        let _ = std::fs::create_dir_all(&d);
+        d
+    }
+
+    /// A new volume request with a fresh identity from the scenario's seed.
+    pub fn new_request(&mut self) -> VolumeRequest {
+        let n = self.volumes.len();
+        let volumes_dir = self.volumes_dir();
+        let config = self.config();
+        let plugin_dir = config.plugin.dir.clone();
+        let (capacity_min, capacity_max) = config.capacity.unwrap_or((0, 0));
+        let parameters = config.parameters.clone();
+        let ctx = self.ctx_mut();
+        let id = uuid_from(&mut ctx.rng);
+        // One node per scenario: the node ID depends only on the scenario's seed.
+        let node_id = uuid_from(&mut rand::rngs::StdRng::seed_from_u64(
+            ctx.seed ^ 0x6e6f6465,
+        ));
+        VolumeRequest {
+            volumes_dir,
+            plugin_dir,
+            node_pool: "default".into(),
+            namespace: "default".into(),
+            name: format!("{}-{n}", ctx.token),
+            id,
+            capacity_min,
+            capacity_max,
+            node_id,
+            parameters,
+        }
+    }
+
+    /// Ask for one more volume; returns its index.
+    pub fn add_volume(&mut self) -> usize {
+        let req = self.new_request();
+        self.volumes.push(Vol {
+            req,
+            created: None,
+            deleted: Arc::new(AtomicBool::new(false)),
+            marker: None,
+        });
+        self.volumes.len() - 1
+    }
+
+    pub fn volume(&self, i: usize) -> Result<&Vol, String> {
+        self.volumes.get(i).ok_or_else(|| {
+            self.ctx()
+                .harness_error(format!("the scenario has no volume #{}", i + 1))
+        })
+    }
+
+    /// Run the plugin and record the call in the case.
+    pub async fn invoke(
+        &self,
+        label: &str,
+        op: &str,
+        env: Vec<(String, String)>,
+        policy: EnvPolicy,
+        deadline: Duration,
+    ) -> Call {
+        let call = self
+            .plugin()
+            .invoke(label, op, env, policy, &self.cwd(), deadline)
+            .await;
+        let ctx = self.ctx();
+        ctx.record(call.event(ctx.offset_ms(call.started)));
+        call
+    }
+
+    pub async fn fingerprint(&self, policy: EnvPolicy) -> Call {
+        let deadline = self.deadlines().fingerprint_kill_deadline();
+        self.invoke(
+            "fingerprint",
+            "fingerprint",
+            crate::plugins::dhv::fingerprint_env(),
+            policy,
+            deadline,
+        )
+        .await
+    }
+
+    /// Call create for `req`; when it succeeds with a usable path, register the volume for
+    /// cleanup. Returns the call and what was created.
+    pub async fn create_request(
+        &self,
+        label: &str,
+        req: &VolumeRequest,
+        policy: EnvPolicy,
+        deleted: Arc<AtomicBool>,
+    ) -> (Call, Option<Created>) {
+        let call = self
+            .invoke(
+                label,
+                "create",
+                req.create_env(),
+                policy,
+                self.deadlines().create_deadline,
+            )
+            .await;
+        let created = created_from(&call);
+        if let Some(c) = &created {
+            self.track_volume(req, &c.path, deleted);
+        }
+        (call, created)
+    }
+
+    pub fn track_volume(&self, req: &VolumeRequest, path: &str, deleted: Arc<AtomicBool>) {
+        let ctx = self.ctx();
+        ctx.ledger.track(CreatedVolume {
+            plugin: self.plugin(),
+            request: req.clone(),
+            path: path.to_string(),
+            cwd: self.cwd(),
+            deadline: self.deadlines().delete_deadline,
+            scratch_root: ctx.run.scratch_base.clone(),
+            deleted,
+            case: ctx.case.clone(),
+        });
+    }
+
+    /// Create volume `i` (once more, if it exists already).
+    pub async fn create(&mut self, i: usize, label: &str) -> Result<Call, String> {
+        let (req, deleted) = {
+            let v = self.volume(i)?;
+            (v.req.clone(), v.deleted.clone())
+        };
+        let (call, created) = self
+            .create_request(label, &req, EnvPolicy::Configured, deleted)
+            .await;
+        if let Some(c) = created {
+            let v = &mut self.volumes[i];
+            v.deleted.store(false, Ordering::SeqCst);
+            if v.created.is_none() {
+                v.created = Some(c);
+            }
+        }
+        Ok(call)
+    }
+
+    /// Create volume `i` as a precondition: anything but success fails the scenario.
+    pub async fn must_create(&mut self, i: usize) -> StepResult {
+        let call = self.create(i, "create").await?;
+        if call.succeeded() && self.volumes[i].created.is_some() {
+            return Ok(());
+        }
+        let seen = match created_problem(&call) {
+            Some(p) => p,
+            None => call.summary(),
+        };
+        Err(self.fail(
+            "precondition: create succeeds with a usable path (otherwise this clause cannot hold)",
+            &seen,
+            &[&call],
+        ))
+    }
+
+    /// The path create reported for volume `i`.
+    pub fn created_path(&self, i: usize) -> Result<String, String> {
+        self.volume(i)?
+            .created
+            .as_ref()
+            .map(|c| c.path.clone())
+            .ok_or_else(|| {
+                self.ctx()
+                    .harness_error(format!("volume #{} was never created", i + 1))
+            })
+    }
+
+    /// Call delete with `env`.
+    pub async fn delete_request(&self, label: &str, env: Vec<(String, String)>) -> Call {
+        self.invoke(
+            label,
+            "delete",
+            env,
+            EnvPolicy::Configured,
+            self.deadlines().delete_deadline,
+        )
+        .await
+    }
+
+    /// Call delete for volume `i` with `env`; a success marks the volume deleted.
+    pub async fn delete_with(&self, i: usize, label: &str, env: Vec<(String, String)>) -> Call {
+        let call = self.delete_request(label, env).await;
+        if call.succeeded()
+            && let Some(v) = self.volumes.get(i)
+        {
+            v.deleted.store(true, Ordering::SeqCst);
+        }
+        call
+    }
+
+    pub async fn delete(&self, i: usize, label: &str) -> Result<Call, String> {
+        let path = self.created_path(i)?;
+        let env = self.volume(i)?.req.delete_env(&path);
+        Ok(self.delete_with(i, label, env).await)
+    }
+
+    /// Write a marker file into volume `i`.
+    pub fn write_marker(&mut self, i: usize) -> StepResult {
+        let path = self.created_path(i)?;
+        let token = format!("{}-{i}", self.ctx().token);
+        let file = Path::new(&path).join(format!("nomad-conform-{token}.txt"));
+        if let Err(e) = std::fs::write(&file, &token) {
+            return Err(self.fail(
+                "precondition: the volume's path is a writable directory",
+                &format!("writing {} failed: {e}", file.display()),
+                &[],
+            ));
+        }
+        self.volumes[i].marker = Some((file, token));
+        Ok(())
+    }
+
+    /// Check that the marker of volume `i` is still there, unchanged.
+    pub fn marker_intact(&self, i: usize) -> Result<(), String> {
+        let Some((file, token)) = &self.volume(i)?.marker else {
+            return Err(self
+                .ctx()
+                .harness_error(format!("no file was written into volume #{}", i + 1)));
+        };
+        match std::fs::read_to_string(file) {
+            Ok(s) if &s == token => Ok(()),
+            Ok(s) => Err(format!("{} now holds {s:?}", file.display())),
+            Err(e) => Err(format!("{} is gone ({e})", file.display())),
+        }
+    }
+
+    /// Record the volumes directory before a When step acts.
+    pub fn snapshot_volumes_dir(&mut self) {
+        self.before = Some(list_tree(&self.volumes_dir()));
+    }
+
+    /// Paths in the volumes directory that were not there at the last snapshot.
+    pub fn new_in_volumes_dir(&self) -> Result<Vec<PathBuf>, String> {
+        let Some(before) = &self.before else {
+            return Err(self
+                .ctx()
+                .harness_error("no listing of the volumes directory was taken before the call"));
+        };
+        let after = list_tree(&self.volumes_dir());
+        Ok(after.difference(before).cloned().collect())
+    }
+
+    /// Build the failure message of a clause: what it requires, what was seen, how to
+    /// reproduce. A call killed at its deadline makes the verdict TimedOut.
+    pub fn fail(&self, expected: &str, seen: &str, calls: &[&Call]) -> String {
+        if calls.iter().any(|c| c.killed_at_deadline()) {
+            self.ctx().hint(Hint::TimedOut);
+        }
+        failure_text(expected, seen, calls)
+    }
+
+    pub fn last_call(&self) -> Result<&Call, String> {
+        self.last.last().ok_or_else(|| {
+            self.ctx()
+                .harness_error("no plugin call was made before this step")
+        })
+    }
+}
+
+/// expected / seen / reproduce, with continuation lines indented.
+pub fn failure_text(expected: &str, seen: &str, calls: &[&Call]) -> String {
+    let indent = |s: &str| s.replace('\n', "\n          ");
+    let mut out = format!("expected: {}\nseen:     {}", indent(expected), indent(seen));
+    if !calls.is_empty() {
+        out.push_str("\nreproduce:");
+        for c in calls {
+            out.push_str("\n  ");
+            out.push_str(&c.reproduce());
+        }
+    }
+    out
+}
+
+/// What create reported, if it exited 0 with a JSON object holding a non-empty path.
+pub fn created_from(call: &Call) -> Option<Created> {
+    if !call.succeeded() {
+        return None;
+    }
+    let json = call.stdout_json().ok()?;
+    let resp = response::create_response(&json).ok()?;
+    match resp.path {
+        Field::Value(p) if !p.is_empty() => Some(Created { path: p, json }),
+        _ => None,
+    }
+}
+
+/// Why a successful-looking create did not give a usable path, if it did not.
+pub fn created_problem(call: &Call) -> Option<String> {
+    if !call.succeeded() {
+        return Some(call.summary());
+    }
+    let json = match call.stdout_json() {
+        Ok(j) => j,
+        Err(e) => return Some(format!("{e}\n{}", call.summary())),
+    };
+    match response::create_response(&json) {
+        Err(e) => Some(e),
+        Ok(r) => match r.path {
+            Field::Value(p) if !p.is_empty() => None,
+            Field::Value(_) | Field::Absent | Field::Null => {
+                Some(format!("no \"path\" in the response: {json}"))
+            }
+            Field::Invalid(e) => Some(e),
+        },
+    }
+}
+
+/// Every path under `dir` (not following symlinks), at most 10 000 entries.
+pub fn list_tree(dir: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if out.len() >= 10_000 {
+                return out;
+            }
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p.clone());
+            }
+            out.insert(p);
+        }
+    }
+    out
+}
+
+/// A version 4 UUID drawn from `rng`, as Nomad generates volume and node IDs.
+pub fn uuid_from(rng: &mut impl rand::Rng) -> String {
+    use rand::RngExt as _;
+    let bytes: [u8; 16] = rng.random();
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
+}
+
+/// Turn a possibly empty list of paths into message text.
+pub fn list_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The base parameters, or a sample object when the run has none (for the "sorted compact
+/// object" form).
+pub fn sample_object(base: &Parameters) -> Parameters {
+    match base {
+        Parameters::Map(m) if !m.is_empty() => base.clone(),
+        _ => Parameters::Null
+            .with("nomad-conform-key", "value")
+            .with("another", "<&>"),
+    }
+}
+
+/// Why `path` cannot be a volume's own path: empty, relative, "/", the volumes directory or
+/// one of its parents, or the path of another volume. `None` when it is fine.
+pub fn own_path_problem(path: &str, volumes_dir: &Path, others: &[String]) -> Option<String> {
+    if path.is_empty() {
+        return Some("the path is empty".into());
+    }
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return Some(format!("{path:?} is not an absolute path"));
+    }
+    let norm = normalise(p);
+    if norm == Path::new("/") {
+        return Some(format!("{path:?} is the root directory"));
+    }
+    let vols = normalise(volumes_dir);
+    if vols.starts_with(&norm) {
+        return Some(format!(
+            "{path:?} is the volumes directory ({}) or one of its parents",
+            volumes_dir.display()
+        ));
+    }
+    for o in others {
+        if !o.is_empty() && normalise(Path::new(o)) == norm {
+            return Some(format!("{path:?} was also reported for another volume"));
+        }
+    }
+    None
+}
+
+/// A path with `.` and `..` resolved lexically, then symlinks resolved if it exists.
+fn normalise(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(s) => out.push(s),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out.canonicalize().unwrap_or(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_paths() {
+        let v = Path::new("/tmp/x/volumes");
+        assert!(own_path_problem("/tmp/x/volumes/a", v, &[]).is_none());
+        assert!(own_path_problem("", v, &[]).is_some());
+        assert!(own_path_problem("rel/a", v, &[]).is_some());
+        assert!(own_path_problem("/", v, &[]).is_some());
+        assert!(own_path_problem("/tmp/x/volumes/", v, &[]).is_some());
+        assert!(own_path_problem("/tmp/x/volumes/a/..", v, &[]).is_some());
+        assert!(own_path_problem("/tmp", v, &[]).is_some());
+        assert!(own_path_problem("/tmp/x/volumes/a", v, &["/tmp/x/volumes/a/".into()]).is_some());
+        assert!(own_path_problem("/srv/vol-1", v, &["/srv/vol-2".into()]).is_none());
+    }
+}

@@ -1,0 +1,2 @@
+//! Step definitions, one module per plugin kind.
+pub mod dhv;

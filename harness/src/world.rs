@@ -1,0 +1,154 @@
+//! What every scenario gets, whatever the plugin kind: the run's context, its own case handle,
+//! resource ledger, scratch directory and seeded randomness.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use nomad_conform_reports::model::OpEvent;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::clauses::{CaseKey, Clause};
+use crate::ledger::{Ledger, ScratchDir};
+use crate::profile::Profile;
+use crate::recorder::{CaseHandle, Hint, RunStore, lock};
+
+/// Shared by every scenario of a run. `C` is the kind's own configuration.
+#[derive(Debug)]
+pub struct RunCtx<C> {
+    pub run_id: String,
+    pub seed: u64,
+    pub profile: Profile,
+    pub config: C,
+    /// The run's own directory; every scenario's scratch directory lives in it.
+    pub scratch_base: PathBuf,
+    pub store: RunStore,
+}
+
+/// One scenario's context.
+#[derive(Debug)]
+pub struct ScenarioCtx<C> {
+    pub run: Arc<RunCtx<C>>,
+    pub clause: Clause,
+    pub case: CaseHandle,
+    pub ledger: Ledger,
+    /// A directory made for this scenario alone; removed when the scenario ends.
+    pub scratch: PathBuf,
+    /// The scenario's seed: derived from the run seed and the clause ID, so a clause run alone
+    /// with `--seed` sees the same inputs.
+    pub seed: u64,
+    pub rng: StdRng,
+    /// A short string unique to this run and scenario, put into every name the scenario makes.
+    pub token: String,
+}
+
+impl<C> ScenarioCtx<C> {
+    /// Set up a scenario: its scratch directory (registered in the ledger first, so it is
+    /// removed last) and its case handle.
+    pub fn new(run: Arc<RunCtx<C>>, key: &CaseKey) -> Result<Self, String> {
+        let clause = run
+            .store
+            .clauses()
+            .get(key)
+            .cloned()
+            .ok_or_else(|| format!("no clause registered at {}:{}", key.file, key.line))?;
+        let case = run.store.case(key);
+        let ledger = Ledger::default();
+        run.store.register_ledger(key, ledger.clone());
+        let scratch = run.scratch_base.join(clause.id.to_ascii_lowercase());
+        std::fs::create_dir_all(&scratch)
+            .map_err(|e| format!("failed to create {}: {e}", scratch.display()))?;
+        let scratch = scratch
+            .canonicalize()
+            .map_err(|e| format!("failed to resolve {}: {e}", scratch.display()))?;
+        ledger.track(ScratchDir {
+            path: scratch.clone(),
+        });
+        let seed = stable_hash(&format!("{}/{}", run.seed, clause.id));
+        let token = format!(
+            "nc{}{:04x}",
+            &run.run_id[..6.min(run.run_id.len())],
+            seed & 0xffff
+        );
+        Ok(ScenarioCtx {
+            rng: StdRng::seed_from_u64(seed),
+            run,
+            clause,
+            case,
+            ledger,
+            scratch,
+            seed,
+            token,
+        })
+    }
+
+    pub fn record(&self, ev: OpEvent) {
+        lock(&self.case).events.push(ev);
+    }
+
+    /// Milliseconds from the start of the case to `at`.
+    pub fn offset_ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(lock(&self.case).started)
+            .as_millis() as u64
+    }
+
+    pub fn hint(&self, hint: Hint) {
+        lock(&self.case).hint = Some(hint);
+    }
+
+    /// Mark the case as skipped and return the text to fail the step with (cucumber cannot skip
+    /// from inside a step, so the step fails and the recorder turns it into Skip).
+    pub fn skip(&self, reason: impl Into<String>) -> String {
+        let reason = reason.into();
+        self.hint(Hint::Skip(reason.clone()));
+        reason
+    }
+
+    /// Mark a failure as the harness's own, not the plugin's.
+    pub fn harness_error(&self, message: impl Into<String>) -> String {
+        self.hint(Hint::HarnessError);
+        format!("harness error: {}", message.into())
+    }
+
+    /// Undo what the scenario made and record what could not be undone.
+    pub async fn teardown(&self) {
+        let outcome = self.ledger.teardown().await;
+        self.run.store.release_ledger(&self.clause.key);
+        let mut state = lock(&self.case);
+        state.leaked.extend(outcome.leaked);
+        state.notes.extend(outcome.notes);
+    }
+}
+
+/// A world that carries a [`ScenarioCtx`]: what the generic runner needs from each kind's World.
+pub trait SuiteWorld:
+    cucumber::World + cucumber::codegen::WorldInventory + std::fmt::Debug
+{
+    type Config: Send + Sync + std::fmt::Debug + 'static;
+    fn attach(&mut self, ctx: ScenarioCtx<Self::Config>);
+    fn scenario(&self) -> Option<&ScenarioCtx<Self::Config>>;
+}
+
+/// FNV-1a: a hash that is the same on every platform and Rust version (seeds and shards must be
+/// reproducible).
+pub fn stable_hash(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_hash_is_stable() {
+        assert_eq!(stable_hash(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(stable_hash("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_ne!(stable_hash("1/DHV-A"), stable_hash("2/DHV-A"));
+    }
+}
