@@ -3,6 +3,7 @@
 //! is left to the steps.
 
 pub mod env;
+pub mod paths;
 pub mod response;
 
 use std::path::{Path, PathBuf};
@@ -254,12 +255,11 @@ impl Resource for CreatedVolume {
                     self.request.id, call.out.status
                 ));
             }
+            // Only a path of the volume's own can be a leaked volume: "/" or the volumes
+            // directory reported as a path are the plugin's error, checked by the clauses.
             let path = Path::new(&self.path);
-            if !self.path.is_empty()
-                && path.is_absolute()
-                && !path.starts_with(&self.scratch_root)
-                && path.symlink_metadata().is_ok()
-            {
+            let own = paths::own_path_problem(&self.path, &self.request.volumes_dir, &[]).is_none();
+            if own && !path.starts_with(&self.scratch_root) && path.symlink_metadata().is_ok() {
                 outcome.leaked.push(format!(
                     "volume {} is still at {} after delete (outside the harness's directories: not removed)",
                     self.request.id, self.path

@@ -5,10 +5,8 @@ use std::path::Path;
 use cucumber::{given, then, when};
 use futures::future::join_all;
 
-use super::{
-    DhvWorld, StepResult, created_from, created_problem, list_paths, own_path_problem,
-    sample_object,
-};
+use super::{DhvWorld, StepResult, created_from, created_problem, list_paths, sample_object};
+use crate::plugins::dhv::paths::own_path_problem;
 use crate::plugins::dhv::response::{Field, create_response};
 use crate::plugins::dhv::{Call, EnvPolicy, Parameters, VolumeRequest};
 

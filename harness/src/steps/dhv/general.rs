@@ -8,10 +8,9 @@ use std::sync::atomic::AtomicBool;
 use cucumber::{then, when};
 use rand::RngExt as _;
 
-use super::{
-    DhvWorld, StepResult, created_from, created_problem, list_paths, list_tree, own_path_problem,
-};
+use super::{DhvWorld, StepResult, created_from, created_problem, list_paths, list_tree};
 use crate::ledger::StrayPath;
+use crate::plugins::dhv::paths::own_path_problem;
 use crate::plugins::dhv::{Call, EnvPolicy};
 
 #[when(regex = r#"^Nomad calls the plugin with the operation "([^"]+)"$"#)]

@@ -4,18 +4,17 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use cucumber::{then, when};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
 
-use super::{
-    DhvWorld, StepResult, created_from, created_problem, list_paths, list_tree, own_path_problem,
-};
+use super::{DhvWorld, StepResult, created_from, created_problem, list_paths, list_tree};
 use crate::ledger::Ledger;
+use crate::plugins::dhv::paths::own_path_problem;
 use crate::plugins::dhv::{Call, CreatedVolume, EnvPolicy, Plugin, VolumeRequest};
 use crate::recorder::CaseHandle;
 
@@ -147,6 +146,10 @@ async fn exercise(bench: &Bench, req: &VolumeRequest) -> (Vec<Call>, Result<(), 
     (vec![create, delete], result)
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Describe a generated volume for a message.
 fn describe(req: &VolumeRequest) -> String {
     format!(
@@ -187,20 +190,35 @@ async fn generated(w: &mut DhvWorld) -> StepResult {
     seed[..8].copy_from_slice(&ctx.seed.to_le_bytes());
     let handle = tokio::runtime::Handle::current();
     let runner_bench = bench.clone();
-    let outcome = tokio::task::spawn_blocking(move || {
+    let (outcome, timed_out) = tokio::task::spawn_blocking(move || {
         let config = Config {
             cases,
-            max_shrink_iters: 256,
-            max_shrink_time: 60_000,
+            max_shrink_iters: 128,
+            max_shrink_time: 30_000,
             failure_persistence: None,
             ..Config::default()
         };
         let mut runner =
             TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
-        runner.run(&volumes(base, ceiling), |req| {
-            let (_, result) = handle.block_on(exercise(&runner_bench, &req));
+        // A call killed at its deadline says nothing shrinking can use, and every attempt would
+        // wait out the deadline again: stop at the first one and report that input.
+        let timed_out: Mutex<Option<(VolumeRequest, String)>> = Mutex::new(None);
+        let result = runner.run(&volumes(base, ceiling), |req| {
+            if let Some((_, why)) = &*lock(&timed_out) {
+                return Err(TestCaseError::fail(why.clone()));
+            }
+            let (calls, result) = handle.block_on(exercise(&runner_bench, &req));
+            if let Err(why) = &result
+                && calls.iter().any(|c| c.killed_at_deadline())
+            {
+                *lock(&timed_out) = Some((req.clone(), why.clone()));
+            }
             result.map_err(TestCaseError::fail)
-        })
+        });
+        (
+            result,
+            timed_out.into_inner().unwrap_or_else(|p| p.into_inner()),
+        )
     })
     .await
     .map_err(|e| {
@@ -208,30 +226,34 @@ async fn generated(w: &mut DhvWorld) -> StepResult {
             .harness_error(format!("the property runner failed: {e}"))
     })?;
 
-    match outcome {
-        Ok(()) => {
+    let (failing, what, why) = match (outcome, timed_out) {
+        (Ok(()), _) => {
             w.generated = Some(Ok(cases));
             w.last.clear();
+            return Ok(());
         }
-        Err(TestError::Fail(reason, minimal)) => {
-            // Run the smallest failing case once more, recorded, for its reproduction commands.
-            let (calls, _) = exercise(&bench, &minimal).await;
-            let ctx = w.ctx();
-            for c in &calls {
-                ctx.record(c.event(ctx.offset_ms(c.started)));
-            }
-            w.generated = Some(Err(format!(
-                "smallest failing volume: {}\n{reason}",
-                describe(&minimal)
-            )));
-            w.last = calls;
+        (Err(TestError::Fail(..)), Some((first, why))) => (
+            first,
+            "first failing volume (not shrunk: the plugin was killed at its deadline)",
+            why,
+        ),
+        (Err(TestError::Fail(reason, minimal)), None) => {
+            (minimal, "smallest failing volume", reason.to_string())
         }
-        Err(TestError::Abort(why)) => {
+        (Err(TestError::Abort(why)), _) => {
             return Err(w
                 .ctx()
                 .harness_error(format!("the property runner gave up: {why}")));
         }
+    };
+    // Run the failing case once more, recorded, for its reproduction commands.
+    let (calls, _) = exercise(&bench, &failing).await;
+    let ctx = w.ctx();
+    for c in &calls {
+        ctx.record(c.event(ctx.offset_ms(c.started)));
     }
+    w.generated = Some(Err(format!("{what}: {}\n{why}", describe(&failing))));
+    w.last = calls;
     Ok(())
 }
 

@@ -316,6 +316,16 @@ impl DhvWorld {
     /// Write a marker file into volume `i`.
     pub fn write_marker(&mut self, i: usize) -> StepResult {
         let path = self.created_path(i)?;
+        // Never write into something that is not the volume's own ("/", the volumes dir...).
+        if let Some(problem) =
+            crate::plugins::dhv::paths::own_path_problem(&path, &self.volumes_dir(), &[])
+        {
+            return Err(self.fail(
+                "precondition: the volume has a path of its own to write a file into",
+                &format!("{problem}; the harness does not write there"),
+                &[],
+            ));
+        }
         let token = format!("{}-{i}", self.ctx().token);
         let file = Path::new(&path).join(format!("nomad-conform-{token}.txt"));
         if let Err(e) = std::fs::write(&file, &token) {
@@ -472,69 +482,5 @@ pub fn sample_object(base: &Parameters) -> Parameters {
         _ => Parameters::Null
             .with("nomad-conform-key", "value")
             .with("another", "<&>"),
-    }
-}
-
-/// Why `path` cannot be a volume's own path: empty, relative, "/", the volumes directory or
-/// one of its parents, or the path of another volume. `None` when it is fine.
-pub fn own_path_problem(path: &str, volumes_dir: &Path, others: &[String]) -> Option<String> {
-    if path.is_empty() {
-        return Some("the path is empty".into());
-    }
-    let p = Path::new(path);
-    if !p.is_absolute() {
-        return Some(format!("{path:?} is not an absolute path"));
-    }
-    let norm = normalise(p);
-    if norm == Path::new("/") {
-        return Some(format!("{path:?} is the root directory"));
-    }
-    let vols = normalise(volumes_dir);
-    if vols.starts_with(&norm) {
-        return Some(format!(
-            "{path:?} is the volumes directory ({}) or one of its parents",
-            volumes_dir.display()
-        ));
-    }
-    for o in others {
-        if !o.is_empty() && normalise(Path::new(o)) == norm {
-            return Some(format!("{path:?} was also reported for another volume"));
-        }
-    }
-    None
-}
-
-/// A path with `.` and `..` resolved lexically, then symlinks resolved if it exists.
-fn normalise(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(s) => out.push(s),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out.canonicalize().unwrap_or(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn own_paths() {
-        let v = Path::new("/tmp/x/volumes");
-        assert!(own_path_problem("/tmp/x/volumes/a", v, &[]).is_none());
-        assert!(own_path_problem("", v, &[]).is_some());
-        assert!(own_path_problem("rel/a", v, &[]).is_some());
-        assert!(own_path_problem("/", v, &[]).is_some());
-        assert!(own_path_problem("/tmp/x/volumes/", v, &[]).is_some());
-        assert!(own_path_problem("/tmp/x/volumes/a/..", v, &[]).is_some());
-        assert!(own_path_problem("/tmp", v, &[]).is_some());
-        assert!(own_path_problem("/tmp/x/volumes/a", v, &["/tmp/x/volumes/a/".into()]).is_some());
-        assert!(own_path_problem("/srv/vol-1", v, &["/srv/vol-2".into()]).is_none());
     }
 }
