@@ -150,25 +150,21 @@ impl Capture {
 
     /// Lossy text of the stream, cut to `max` bytes (head and tail) with a marker in between.
     pub fn excerpt(&self, max: usize) -> Excerpt {
-        let keep = (max / 2).max(1);
-        let all: Vec<u8> = self.head.iter().chain(self.tail.iter()).copied().collect();
-        if !self.is_truncated() && all.len() <= max {
+        let kept = self.head.len() + self.tail.len();
+        if !self.is_truncated() && kept <= max {
+            let mut all = Vec::with_capacity(kept);
+            all.extend_from_slice(&self.head);
+            all.extend(self.tail.iter());
             return Excerpt {
                 text: String::from_utf8_lossy(&all).into_owned(),
                 total_bytes: self.total,
                 truncated: false,
             };
         }
-        let head_len = keep.min(self.head.len());
-        let head = &self.head[..head_len];
-        let tail: Vec<u8> = {
-            let n = keep.min(self.tail.len());
-            self.tail
-                .iter()
-                .skip(self.tail.len() - n)
-                .copied()
-                .collect()
-        };
+        let keep = (max / 2).max(1);
+        let head = &self.head[..keep.min(self.head.len())];
+        let n = keep.min(self.tail.len());
+        let tail: Vec<u8> = self.tail.range(self.tail.len() - n..).copied().collect();
         let omitted = self.total - head.len() as u64 - tail.len() as u64;
         Excerpt {
             text: format!(
@@ -306,10 +302,11 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     };
     guard.disarm();
 
+    // Move the captures out (the reader tasks are done or aborted): no copy of up to the
+    // capture limit per stream.
     let take = |c: &Arc<Mutex<Capture>>| {
-        c.lock()
-            .map(|c| c.clone())
-            .unwrap_or_else(|_| Capture::new(spec.capture_limit))
+        let mut guard = c.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *guard, Capture::new(0))
     };
     ExecOutput {
         pid: pgid,

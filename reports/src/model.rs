@@ -315,7 +315,7 @@ impl RunRecord {
         let blocking = self.cases.iter().any(|c| c.is_blocking(self.strict));
         if blocking {
             Assessment::NotConformant
-        } else if t.errors > 0 || t.passed == 0 || self.interrupted {
+        } else if t.errors > 0 || t.passed + t.failed_should == 0 || self.interrupted {
             Assessment::Incomplete
         } else if t.failed_should > 0 {
             Assessment::ConformantWithWarnings
@@ -337,6 +337,74 @@ mod tests {
         v.raise(Verdict::Leaked);
         assert_eq!(v, Verdict::Leaked);
         assert!(Verdict::Skip < Verdict::Fail && Verdict::Error < Verdict::TimedOut);
+    }
+
+    fn record(cases: &[(Level, Verdict)]) -> RunRecord {
+        let case = |(level, verdict): &(Level, Verdict)| Case {
+            clause: "DHV-X-Y".into(),
+            level: *level,
+            title: String::new(),
+            text: String::new(),
+            kind: "dhv".into(),
+            operation: "x".into(),
+            spec_file: String::new(),
+            line: 1,
+            verdict: *verdict,
+            reason: None,
+            rerun: None,
+            duration_ms: 0,
+            steps: Vec::new(),
+            events: Vec::new(),
+            notes: Vec::new(),
+        };
+        RunRecord {
+            schema_version: SCHEMA_VERSION,
+            run_id: String::new(),
+            kind: "dhv".into(),
+            harness: HarnessInfo {
+                name: String::new(),
+                version: String::new(),
+            },
+            subject: Subject {
+                plugin: String::new(),
+                version: None,
+                details: BTreeMap::new(),
+            },
+            profile: ProfileInfo {
+                name: String::new(),
+                nomad_versions: String::new(),
+            },
+            seed: 0,
+            command_line: Vec::new(),
+            started_at: Utc::now(),
+            finished_at: Utc::now(),
+            interrupted: false,
+            strict: false,
+            cases: cases.iter().map(case).collect(),
+        }
+    }
+
+    #[test]
+    fn assessments() {
+        use Level::*;
+        use Verdict::*;
+        let a = |c: &[(Level, Verdict)]| record(c).assessment();
+        assert_eq!(a(&[(Must, Pass), (Should, Pass)]), Assessment::Conformant);
+        assert_eq!(
+            a(&[(Must, Pass), (Should, Fail)]),
+            Assessment::ConformantWithWarnings
+        );
+        assert_eq!(a(&[(Should, TimedOut)]), Assessment::ConformantWithWarnings);
+        assert_eq!(
+            a(&[(Must, Leaked), (Should, Pass)]),
+            Assessment::NotConformant
+        );
+        assert_eq!(a(&[(Must, Pass), (Must, Error)]), Assessment::Incomplete);
+        assert_eq!(a(&[(Must, Skip)]), Assessment::Incomplete);
+        assert_eq!(a(&[]), Assessment::Incomplete);
+        let mut strict = record(&[(Must, Pass), (Should, Fail)]);
+        strict.strict = true;
+        assert_eq!(strict.assessment(), Assessment::NotConformant);
     }
 
     #[test]

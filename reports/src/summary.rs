@@ -34,6 +34,11 @@ pub fn render(record: &RunRecord) -> String {
         .iter()
         .filter(|c| !matches!(c.verdict, Verdict::Pass | Verdict::Skip))
         .collect();
+    for case in record.cases.iter().filter(|c| c.verdict == Verdict::Skip) {
+        if let Some(reason) = &case.reason {
+            let _ = writeln!(out, "\nskipped {}: {reason}", case.clause);
+        }
+    }
     for case in &problems {
         let _ = writeln!(out, "\n--- {}", case_line(case, record.strict));
         if !case.text.is_empty() {

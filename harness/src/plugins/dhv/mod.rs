@@ -93,19 +93,23 @@ impl Plugin {
 }
 
 impl Call {
-    /// A shell command that repeats this call exactly.
+    /// A shell command that repeats this call exactly. It recreates the working and volumes
+    /// directories first, because the harness removes its scratch directories after a run.
     pub fn reproduce(&self) -> String {
-        let mut parts = vec![
-            "cd".to_string(),
-            quote(&self.cwd.display().to_string()),
-            "&&".into(),
-            "env".into(),
-        ];
+        let cwd = quote(&self.cwd.display().to_string());
+        let mut dirs = vec![cwd.clone()];
+        if let Some(v) = self
+            .env_var("DHV_VOLUMES_DIR")
+            .filter(|v| v.starts_with('/'))
+        {
+            dirs.push(quote(v));
+        }
+        let mut parts = vec![format!("mkdir -p {} && cd {cwd} && env", dirs.join(" "))];
         if !self.inherit_env {
             parts.push("-i".into());
         }
         for (k, v) in &self.env {
-            parts.push(quote(&format!("{k}={v}")));
+            parts.push(format!("{k}={}", quote(v)));
         }
         parts.extend(self.argv.iter().map(|a| quote(a)));
         parts.join(" ")
