@@ -272,3 +272,19 @@ fn nothing_tested_is_not_success() {
         .assert()
         .code(0);
 }
+
+#[test]
+fn readme_lists_every_clause_with_its_level() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let out = bin().args(["list", "dhv"]).output().unwrap();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let mut words = line.split_whitespace();
+        let (id, level) = (words.next().unwrap(), words.next().unwrap());
+        assert!(
+            readme.contains(&format!("| {id} | {level} |")),
+            "README.md does not list {id} as {level}"
+        );
+    }
+}
