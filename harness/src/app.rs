@@ -9,7 +9,7 @@ use nomad_conform_reports::model::RunRecord;
 /// Run the command; every error is reported here, so the caller only exits with the code.
 pub fn run(cli: Cli) -> i32 {
     let result = match cli.command {
-        Command::Dhv(args) => runtime().and_then(|rt| rt.block_on(run_dhv(args))),
+        Command::Dhv(args) => runtime().and_then(|rt| rt.block_on(run_dhv(*args))),
         Command::List(args) => list(&args),
     };
     match result {

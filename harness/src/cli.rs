@@ -22,7 +22,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Test a dynamic host volume plugin (an executable called with fingerprint/create/delete).
-    Dhv(DhvArgs),
+    Dhv(Box<DhvArgs>),
     /// List the clauses of a suite: ID, level and title.
     List(ListArgs),
 }

@@ -171,13 +171,11 @@ fn paths_the_harness_did_not_create_are_never_removed() {
     let plugin = script(
         dir.path(),
         "liar",
-        &format!(
-            "#!/bin/sh\ncase \"$1\" in\n\
-             fingerprint) echo '{{\"version\":\"1.0.0\"}}';;\n\
-             create) printf '{{\"path\":\"%s\",\"bytes\":0}}' \"$PRECIOUS\";;\n\
-             delete) exit 0;;\n\
-             *) exit 1;;\nesac\n"
-        ),
+        "#!/bin/sh\ncase \"$1\" in\n\
+         fingerprint) echo '{\"version\":\"1.0.0\"}';;\n\
+         create) printf '{\"path\":\"%s\",\"bytes\":0}' \"$PRECIOUS\";;\n\
+         delete) exit 0;;\n\
+         *) exit 1;;\nesac\n",
     );
     let root_before: Vec<_> = std::fs::read_dir("/")
         .unwrap()

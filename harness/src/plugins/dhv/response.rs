@@ -47,9 +47,9 @@ pub fn single_json(stdout: Option<&[u8]>, total: u64) -> Result<Value, StdoutPro
 /// last matching key in the document wins.
 pub fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     obj.iter()
-        .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+        .rev()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
         .map(|(_, v)| v)
-        .last()
 }
 
 /// What Nomad makes of a fingerprint response's version.

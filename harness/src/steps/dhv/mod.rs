@@ -60,10 +60,8 @@ pub struct DhvWorld {
     form_leftovers: Vec<Vec<PathBuf>>,
     /// Paths named after the scenario's volumes that appeared outside the volumes directory.
     strays_seen: Vec<PathBuf>,
-    fingerprint_before: Option<(
-        BTreeSet<PathBuf>,
-        Vec<(PathBuf, Option<std::time::SystemTime>)>,
-    )>,
+    /// The working directory and the plugin directory before fingerprint ran.
+    fingerprint_before: Option<FingerprintListing>,
 }
 
 impl SuiteWorld for DhvWorld {
@@ -77,6 +75,13 @@ impl SuiteWorld for DhvWorld {
         self.ctx.as_ref()
     }
 }
+
+/// A recursive listing of the working directory, and the plugin directory's entries with their
+/// modification times.
+pub type FingerprintListing = (
+    BTreeSet<PathBuf>,
+    Vec<(PathBuf, Option<std::time::SystemTime>)>,
+);
 
 /// The outcome of a step: `Err` carries the whole failure message.
 pub type StepResult = Result<(), String>;
