@@ -37,6 +37,12 @@ impl TeardownOutcome {
 pub trait Resource: Send + 'static {
     fn describe(&self) -> String;
     fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome>;
+    /// Whether it can be torn down at the same time as its neighbours of the same kind (volumes
+    /// are independent of each other: deleting them one by one would wait out each deadline in
+    /// turn when a plugin hangs).
+    fn independent(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Default)]
@@ -70,15 +76,40 @@ impl Ledger {
         self.len() == 0
     }
 
-    /// Undo everything, newest first. Safe to call more than once: entries are taken out.
+    /// Undo everything, newest first; a run of independent entries is undone concurrently.
+    /// Safe to call more than once: entries are taken out.
     pub async fn teardown(&self) -> TeardownOutcome {
         let mut outcome = TeardownOutcome::default();
         loop {
-            let next = self.entries.lock().ok().and_then(|mut e| e.pop());
-            let Some(resource) = next else { break };
-            outcome.absorb(resource.teardown().await);
+            let batch = self.next_batch();
+            if batch.is_empty() {
+                break;
+            }
+            let results = futures::future::join_all(batch.into_iter().map(|r| r.teardown())).await;
+            for r in results {
+                outcome.absorb(r);
+            }
         }
         outcome
+    }
+
+    /// The newest entry, with the independent entries directly below it if it is independent.
+    fn next_batch(&self) -> Vec<Box<dyn Resource>> {
+        let Ok(mut entries) = self.entries.lock() else {
+            return Vec::new();
+        };
+        let mut batch = Vec::new();
+        while let Some(last) = entries.last() {
+            if !batch.is_empty() && !last.independent() {
+                break;
+            }
+            let independent = last.independent();
+            batch.extend(entries.pop());
+            if !independent {
+                break;
+            }
+        }
+        batch
     }
 }
 
@@ -269,6 +300,43 @@ mod tests {
         assert_eq!(out.leaked, vec!["two".to_string()]);
         assert!(ledger.is_empty());
         assert!(ledger.teardown().await.leaked.is_empty());
+    }
+
+    #[derive(Debug)]
+    struct Slow(Arc<Mutex<Vec<u32>>>, u32, bool);
+    impl Resource for Slow {
+        fn describe(&self) -> String {
+            format!("slow {}", self.1)
+        }
+        fn independent(&self) -> bool {
+            self.2
+        }
+        fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
+            Box::pin(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                self.0.lock().unwrap().push(self.1);
+                TeardownOutcome::default()
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn independent_entries_are_undone_together() {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let ledger = Ledger::default();
+        ledger.track(Slow(order.clone(), 1, false));
+        for i in 2..=6 {
+            ledger.track(Slow(order.clone(), i, true));
+        }
+        let t = std::time::Instant::now();
+        ledger.teardown().await;
+        // Five independent entries at once, then the dependent one: two rounds, not six.
+        assert!(
+            t.elapsed() < std::time::Duration::from_millis(1000),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(order.lock().unwrap().last(), Some(&1));
     }
 
     #[test]

@@ -36,8 +36,10 @@ pub struct ScenarioCtx<C> {
     /// A directory made for this scenario alone; removed when the scenario ends.
     pub scratch: PathBuf,
     /// The scenario's seed: derived from the run seed and the clause ID, so a clause run alone
-    /// with `--seed` sees the same inputs.
+    /// with `--seed` sees the same generated inputs.
     pub seed: u64,
+    /// Randomness for identities (volume IDs): seeded from the scenario seed *and* the run ID,
+    /// so that two runs with the same seed on one host never share a volume ID.
     pub rng: StdRng,
     /// A short string unique to this run and scenario, put into every name the scenario makes.
     pub token: String,
@@ -72,7 +74,7 @@ impl<C> ScenarioCtx<C> {
             seed & 0xffff
         );
         Ok(ScenarioCtx {
-            rng: StdRng::seed_from_u64(seed),
+            rng: StdRng::seed_from_u64(seed ^ stable_hash(&run.run_id)),
             run,
             clause,
             case,

@@ -18,7 +18,7 @@ Feature: general
     working directory, as the agent's user.
 
     When Nomad fingerprints, creates and deletes a volume with exactly its own environment
-    Then every call exits with status 0
+    Then every call exits with status 0 with nothing but Nomad's environment
 
   @DHV-GENERAL-MISSING-VARIABLE @must
   Scenario: a missing variable never makes the plugin act outside its volumes
@@ -26,14 +26,14 @@ Feature: general
     in "/" or in its working directory when a variable is empty or missing.
 
     When Nomad creates volumes with each of DHV_VOLUMES_DIR, DHV_VOLUME_ID and DHV_VOLUME_NAME missing in turn
-    Then each create either fails with a non-zero exit status or reports a path of its own that exists
-    And nothing named after those volumes appears in "/", the working directory or the plugin directory
+    Then nothing named after those volumes appears in "/", the working directory or the plugin directory
+    And each create either fails with a non-zero exit status or reports a path of its own that exists
 
   @DHV-GENERAL-GENERATED-INPUTS @must
   Scenario: create and delete handle any volume Nomad can describe
     Volume names can be any non-empty string, namespaces match [a-zA-Z0-9-]{1,128}, node pools
     [a-zA-Z0-9-_]{1,128}, parameters any map of strings, capacities any range. For each, create
-    either succeeds and delete then removes the volume, or create fails cleanly.
+    either succeeds and delete then removes everything create made, or create fails cleanly.
 
     When Nomad creates and deletes volumes with generated names, namespaces, node pools, parameters and capacities
     Then every create succeeded and its delete removed the path, or the create failed and left nothing behind

@@ -27,6 +27,8 @@ pub enum EnvPolicy {
     Configured,
     /// Exactly Nomad's, whatever the run's configuration.
     Exact,
+    /// Nomad's plus the harness's own environment, whatever the run's configuration.
+    Inherit,
 }
 
 /// A plugin executable and how to run it.
@@ -66,7 +68,11 @@ impl Plugin {
         cwd: &Path,
         deadline: Duration,
     ) -> Call {
-        let inherit_env = self.inherit_env && policy == EnvPolicy::Configured;
+        let inherit_env = match policy {
+            EnvPolicy::Configured => self.inherit_env,
+            EnvPolicy::Exact => false,
+            EnvPolicy::Inherit => true,
+        };
         let spec = ExecSpec {
             program: self.path.clone(),
             args: vec![op.to_string()],
@@ -227,6 +233,10 @@ pub struct CreatedVolume {
 impl Resource for CreatedVolume {
     fn describe(&self) -> String {
         format!("volume {} at {}", self.request.id, self.path)
+    }
+
+    fn independent(&self) -> bool {
+        true
     }
 
     fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {

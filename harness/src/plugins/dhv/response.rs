@@ -95,6 +95,16 @@ pub enum Field<T> {
     Invalid(String),
 }
 
+impl<T> Field<T> {
+    /// The decode error, if the field does not decode.
+    pub fn invalid(&self) -> Option<&str> {
+        match self {
+            Field::Invalid(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// A create (or delete) response: `{"path": string, "bytes": int64, "error": string}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateResponse {

@@ -98,11 +98,6 @@ async fn exits_zero(w: &mut DhvWorld) -> StepResult {
     Ok(())
 }
 
-#[then("every call exits with status 0")]
-async fn every_call_exits_zero(w: &mut DhvWorld) -> StepResult {
-    exits_zero(w).await
-}
-
 #[then("the plugin exits with a non-zero status")]
 async fn exits_non_zero(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;

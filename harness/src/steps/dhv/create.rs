@@ -238,28 +238,27 @@ async fn same_json(w: &mut DhvWorld) -> StepResult {
         w.ctx()
             .harness_error("the first create did not succeed, nothing to compare")
     })?;
-    match call.stdout_json() {
-        Ok(j) if j == first.json => Ok(()),
-        Ok(j) => Err(w.fail(
-            "the second create returns the same JSON as the first",
-            &format!("first: {}\nsecond: {j}", first.json),
-            &[call],
-        )),
-        Err(p) => Err(w.fail(
-            "the second create returns the same JSON as the first",
-            &format!("first: {}\nsecond: {p}", first.json),
-            &[call],
-        )),
-    }
+    let seen = match call.stdout_json() {
+        Ok(j) if j == first.json => return Ok(()),
+        Ok(j) => format!("first: {}\nsecond: {j}", first.json),
+        Err(p) => format!("first: {}\nsecond: {p}", first.json),
+    };
+    Err(w.fail_after(
+        "the second create returns the same JSON as the first",
+        &seen,
+        &[&first.reproduce],
+        &[call],
+    ))
 }
 
 #[then("the file written into the volume is still there")]
 async fn marker_still_there(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
     w.marker_intact(0).map_err(|e| {
-        w.fail(
+        w.fail_after(
             "the volume keeps its contents when create runs again",
-            &e,
+            &format!("{e} (written after the first create)"),
+            &w.create_repro(0),
             &[call],
         )
     })
@@ -270,9 +269,10 @@ async fn markers_still_there(w: &mut DhvWorld) -> StepResult {
     for i in 0..w.volumes.len() {
         if let Err(e) = w.marker_intact(i) {
             let calls: Vec<&Call> = w.last.iter().collect();
-            return Err(w.fail(
+            return Err(w.fail_after(
                 "every volume keeps its contents when create runs again",
-                &e,
+                &format!("{e} (written after the first create)"),
+                &w.create_repro(i),
                 &calls,
             ));
         }
@@ -288,9 +288,10 @@ async fn restores_match(w: &mut DhvWorld) -> StepResult {
         match again {
             Some(c) if call.succeeded() && c.path == first => {}
             Some(c) => {
-                return Err(w.fail(
+                return Err(w.fail_after(
                     "create at agent start reports the same path as the first create",
                     &format!("first: {first}\nat restore: {}", c.path),
+                    &w.create_repro(i),
                     &[call],
                 ));
             }

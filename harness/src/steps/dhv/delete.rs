@@ -95,9 +95,10 @@ async fn second_intact(w: &mut DhvWorld) -> StepResult {
     };
     match problem {
         None => Ok(()),
-        Some(p) => Err(w.fail(
+        Some(p) => Err(w.fail_after(
             "deleting one volume leaves every other volume and its data untouched",
             &format!("{p}\n{}", call.summary()),
+            &w.create_repro(1),
             &[call],
         )),
     }

@@ -85,6 +85,43 @@ async fn lifecycle_configured(w: &mut DhvWorld) {
     w.last = lifecycle(w, EnvPolicy::Configured).await;
 }
 
+#[then("every call exits with status 0 with nothing but Nomad's environment")]
+async fn minimal_env_ok(w: &mut DhvWorld) -> StepResult {
+    w.last_call()?;
+    let Some(call) = w.last.iter().find(|c| !c.succeeded()) else {
+        return Ok(());
+    };
+    // Would the same call succeed with the harness's whole environment? That tells a missing
+    // variable (PATH, HOME...) from a plugin that fails anyway.
+    let again = w
+        .plugin()
+        .invoke(
+            &format!("{} (again, with the harness's environment)", call.label),
+            call.argv.get(1).map(String::as_str).unwrap_or_default(),
+            call.env.clone(),
+            EnvPolicy::Inherit,
+            &call.cwd,
+            call.deadline,
+        )
+        .await;
+    let ctx = w.ctx();
+    ctx.record(again.event(ctx.offset_ms(again.started)));
+    let verdict = if again.succeeded() {
+        "with the harness's environment added the same call exits 0: the plugin relies on a \
+         variable Nomad does not pass (PATH, HOME, USER...)"
+    } else {
+        "it fails with the harness's environment too, so the environment is not the cause"
+    };
+    Err(w.fail(
+        &format!(
+            "{} exits with status 0 with only the DHV_* variables, as Nomad runs it",
+            call.label
+        ),
+        &format!("{}\n{verdict}", call.summary()),
+        &[call],
+    ))
+}
+
 const REQUIRED: [&str; 3] = ["DHV_VOLUMES_DIR", "DHV_VOLUME_ID", "DHV_VOLUME_NAME"];
 
 /// Top-level entries of `dir` (not recursive).

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -30,6 +30,19 @@ struct Bench {
     ledger: Ledger,
     case: CaseHandle,
     scratch_root: PathBuf,
+    /// Each case gets a volumes directory of its own under this one, so that what one case
+    /// leaves behind cannot hide what the next one does (shrinking reruns similar inputs).
+    cases_root: PathBuf,
+    next_case: Arc<AtomicUsize>,
+}
+
+impl Bench {
+    fn fresh_volumes_dir(&self) -> std::io::Result<PathBuf> {
+        let n = self.next_case.fetch_add(1, Ordering::SeqCst);
+        let dir = self.cases_root.join(n.to_string());
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
 }
 
 /// Volumes as Nomad can describe them: any non-empty name, namespaces and node pools by Nomad's
@@ -70,11 +83,22 @@ fn volumes(base: VolumeRequest, ceiling: i64) -> impl Strategy<Value = VolumeReq
     )
 }
 
-/// Run one generated case: create, then delete what was created. Returns the calls made and
-/// the problem, if any.
+/// Run one generated case in a volumes directory of its own: create, then delete what was
+/// created. Returns the calls made and the problem, if any.
 async fn exercise(bench: &Bench, req: &VolumeRequest) -> (Vec<Call>, Result<(), String>) {
-    let vols = req.volumes_dir.clone();
-    let before = list_tree(&vols);
+    let vols = match bench.fresh_volumes_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            return (
+                Vec::new(),
+                Err(format!("harness: no volumes directory: {e}")),
+            );
+        }
+    };
+    let req = &VolumeRequest {
+        volumes_dir: vols.clone(),
+        ..req.clone()
+    };
     let create = bench
         .plugin
         .invoke(
@@ -89,7 +113,7 @@ async fn exercise(bench: &Bench, req: &VolumeRequest) -> (Vec<Call>, Result<(), 
     match create.exit_code() {
         Some(0) => {}
         Some(_) => {
-            let left: Vec<PathBuf> = list_tree(&vols).difference(&before).cloned().collect();
+            let left: Vec<PathBuf> = list_tree(&vols).into_iter().collect();
             let result = if left.is_empty() {
                 Ok(())
             } else {
@@ -135,10 +159,17 @@ async fn exercise(bench: &Bench, req: &VolumeRequest) -> (Vec<Call>, Result<(), 
             bench.delete_deadline,
         )
         .await;
+    let left: Vec<PathBuf> = list_tree(&vols).into_iter().collect();
     let result = if !delete.succeeded() {
         Err(format!("delete failed: {}", delete.summary()))
     } else if Path::new(&created.path).symlink_metadata().is_ok() {
         Err(format!("{} still exists after delete", created.path))
+    } else if !left.is_empty() {
+        deleted.store(true, Ordering::SeqCst);
+        Err(format!(
+            "create then delete left {} behind in DHV_VOLUMES_DIR",
+            list_paths(&left)
+        ))
     } else {
         deleted.store(true, Ordering::SeqCst);
         Ok(())
@@ -185,6 +216,8 @@ async fn generated(w: &mut DhvWorld) -> StepResult {
         ledger: ctx.ledger.clone(),
         case: ctx.case.clone(),
         scratch_root: ctx.run.scratch_base.clone(),
+        cases_root: ctx.scratch.join("generated"),
+        next_case: Arc::new(AtomicUsize::new(0)),
     };
     let mut seed = [0u8; 32];
     seed[..8].copy_from_slice(&ctx.seed.to_le_bytes());
@@ -193,7 +226,7 @@ async fn generated(w: &mut DhvWorld) -> StepResult {
     let (outcome, timed_out) = tokio::task::spawn_blocking(move || {
         let config = Config {
             cases,
-            max_shrink_iters: 128,
+            max_shrink_iters: 1024,
             max_shrink_time: 30_000,
             failure_persistence: None,
             ..Config::default()

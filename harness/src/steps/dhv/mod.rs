@@ -42,6 +42,8 @@ pub struct Vol {
 pub struct Created {
     pub path: String,
     pub json: serde_json::Value,
+    /// The command that repeats the create that made it.
+    pub reproduce: String,
 }
 
 #[derive(Debug, Default, cucumber::World)]
@@ -325,18 +327,20 @@ impl DhvWorld {
         if let Some(problem) =
             crate::plugins::dhv::paths::own_path_problem(&path, &self.volumes_dir(), &[])
         {
-            return Err(self.fail(
+            return Err(self.fail_after(
                 "precondition: the volume has a path of its own to write a file into",
                 &format!("{problem}; the harness does not write there"),
+                &self.create_repro(i),
                 &[],
             ));
         }
         let token = format!("{}-{i}", self.ctx().token);
         let file = Path::new(&path).join(format!("nomad-conform-{token}.txt"));
         if let Err(e) = std::fs::write(&file, &token) {
-            return Err(self.fail(
+            return Err(self.fail_after(
                 "precondition: the volume's path is a writable directory",
                 &format!("writing {} failed: {e}", file.display()),
+                &self.create_repro(i),
                 &[],
             ));
         }
@@ -377,10 +381,33 @@ impl DhvWorld {
     /// Build the failure message of a clause: what it requires, what was seen, how to
     /// reproduce. A call killed at its deadline makes the verdict TimedOut.
     pub fn fail(&self, expected: &str, seen: &str, calls: &[&Call]) -> String {
+        self.fail_after(expected, seen, &[], calls)
+    }
+
+    /// Like [`Self::fail`], with the commands of earlier calls the failure depends on (the
+    /// first create of an idempotency check) listed before those of `calls`.
+    pub fn fail_after(
+        &self,
+        expected: &str,
+        seen: &str,
+        earlier: &[&str],
+        calls: &[&Call],
+    ) -> String {
         if calls.iter().any(|c| c.killed_at_deadline()) {
             self.ctx().hint(Hint::TimedOut);
         }
-        failure_text(expected, seen, calls)
+        let mut repro: Vec<String> = earlier.iter().map(|s| s.to_string()).collect();
+        repro.extend(calls.iter().map(|c| c.reproduce()));
+        failure_text(expected, seen, &repro)
+    }
+
+    /// The reproduce command of the create that made volume `i`, if it was created.
+    pub fn create_repro(&self, i: usize) -> Vec<&str> {
+        self.volumes
+            .get(i)
+            .and_then(|v| v.created.as_ref())
+            .map(|c| vec![c.reproduce.as_str()])
+            .unwrap_or_default()
     }
 
     pub fn last_call(&self) -> Result<&Call, String> {
@@ -392,33 +419,39 @@ impl DhvWorld {
 }
 
 /// expected / seen / reproduce, with continuation lines indented.
-pub fn failure_text(expected: &str, seen: &str, calls: &[&Call]) -> String {
+pub fn failure_text(expected: &str, seen: &str, reproduce: &[String]) -> String {
     let indent = |s: &str| s.replace('\n', "\n          ");
     let mut out = format!("expected: {}\nseen:     {}", indent(expected), indent(seen));
-    if !calls.is_empty() {
+    if !reproduce.is_empty() {
         out.push_str("\nreproduce:");
-        for c in calls {
+        for r in reproduce {
             out.push_str("\n  ");
-            out.push_str(&c.reproduce());
+            out.push_str(r);
         }
     }
     out
 }
 
-/// What create reported, if it exited 0 with a JSON object holding a non-empty path.
+/// What create reported, if Nomad would have registered a volume: exit 0 and a response that
+/// decodes in full (Nomad fails a create whose `bytes` or `path` does not decode) with an
+/// absolute path.
 pub fn created_from(call: &Call) -> Option<Created> {
-    if !call.succeeded() {
+    if created_problem(call).is_some() {
         return None;
     }
     let json = call.stdout_json().ok()?;
     let resp = response::create_response(&json).ok()?;
     match resp.path {
-        Field::Value(p) if !p.is_empty() => Some(Created { path: p, json }),
+        Field::Value(p) => Some(Created {
+            path: p,
+            json,
+            reproduce: call.reproduce(),
+        }),
         _ => None,
     }
 }
 
-/// Why a successful-looking create did not give a usable path, if it did not.
+/// Why a create did not give a volume Nomad would register, if it did not.
 pub fn created_problem(call: &Call) -> Option<String> {
     if !call.succeeded() {
         return Some(call.summary());
@@ -427,15 +460,19 @@ pub fn created_problem(call: &Call) -> Option<String> {
         Ok(j) => j,
         Err(e) => return Some(format!("{e}\n{}", call.summary())),
     };
-    match response::create_response(&json) {
-        Err(e) => Some(e),
-        Ok(r) => match r.path {
-            Field::Value(p) if !p.is_empty() => None,
-            Field::Value(_) | Field::Absent | Field::Null => {
-                Some(format!("no \"path\" in the response: {json}"))
-            }
-            Field::Invalid(e) => Some(e),
-        },
+    let r = match response::create_response(&json) {
+        Err(e) => return Some(e),
+        Ok(r) => r,
+    };
+    if let Some(e) = r.bytes.invalid().or(r.error.invalid()) {
+        return Some(format!("{e}: Nomad fails the create"));
+    }
+    match r.path {
+        Field::Value(p) if p.starts_with('/') => None,
+        Field::Value(p) if p.is_empty() => Some(format!("\"path\" is empty: {json}")),
+        Field::Value(p) => Some(format!("{p:?} is not an absolute path")),
+        Field::Absent | Field::Null => Some(format!("no \"path\" in the response: {json}")),
+        Field::Invalid(e) => Some(e),
     }
 }
 
