@@ -126,13 +126,19 @@ impl Resource for ScratchDir {
     }
 
     fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
-        Box::pin(async move {
-            let path = self.path.clone();
-            tokio::task::spawn_blocking(move || remove_scratch(&path))
-                .await
-                .unwrap_or_else(|e| TeardownOutcome::leak(format!("cleanup task failed: {e}")))
-        })
+        blocking(move || remove_scratch(&self.path))
     }
+}
+
+/// Run filesystem cleanup on the blocking pool (it may walk large trees).
+fn blocking(
+    f: impl FnOnce() -> TeardownOutcome + Send + 'static,
+) -> BoxFuture<'static, TeardownOutcome> {
+    Box::pin(async move {
+        tokio::task::spawn_blocking(f)
+            .await
+            .unwrap_or_else(|e| TeardownOutcome::leak(format!("cleanup task failed: {e}")))
+    })
 }
 
 /// Unmount everything under `dir` (deepest first), then remove it. Removal never follows
@@ -205,12 +211,7 @@ impl Resource for StrayPath {
     }
 
     fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
-        Box::pin(async move {
-            let path = self.path.clone();
-            tokio::task::spawn_blocking(move || remove_stray(&path))
-                .await
-                .unwrap_or_else(|e| TeardownOutcome::leak(format!("cleanup task failed: {e}")))
-        })
+        blocking(move || remove_stray(&self.path))
     }
 }
 

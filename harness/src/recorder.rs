@@ -158,21 +158,8 @@ impl RunStore {
             return;
         };
         let case = Case {
-            clause: clause.id.clone(),
-            level: clause.level,
-            title: clause.title.clone(),
-            text: clause.text.clone(),
-            kind: clause.kind.clone(),
-            operation: clause.operation.clone(),
-            spec_file: clause.key.file.clone(),
-            line: clause.key.line as u32,
-            verdict: Verdict::Skip,
             reason: Some(reason.to_string()),
-            rerun: Some(rerun(&inner, &clause.id)),
-            duration_ms: 0,
-            steps: Vec::new(),
-            events: Vec::new(),
-            notes: Vec::new(),
+            ..case_of(&clause, Verdict::Skip, rerun(&inner, &clause.id))
         };
         if let Some(cb) = &inner.on_case {
             cb(&case);
@@ -281,27 +268,39 @@ impl RunStore {
             }
         }
         let case = Case {
-            clause: clause.id.clone(),
-            level: clause.level,
-            title: clause.title.clone(),
-            text: clause.text.clone(),
-            kind: clause.kind.clone(),
-            operation: clause.operation.clone(),
-            spec_file: clause.key.file.clone(),
-            line: clause.key.line as u32,
-            verdict,
             reason,
-            rerun: Some(rerun(&inner, &clause.id)),
             duration_ms: millis_between(flight.started_at, at),
             steps,
             events: state.events.clone(),
             notes: state.notes.clone(),
+            ..case_of(&clause, verdict, rerun(&inner, &clause.id))
         };
         drop(state);
         if let Some(cb) = &inner.on_case {
             cb(&case);
         }
         inner.finished.insert(key.clone(), case);
+    }
+}
+
+/// A case of `clause` with `verdict` and nothing recorded yet.
+fn case_of(clause: &crate::clauses::Clause, verdict: Verdict, rerun: String) -> Case {
+    Case {
+        clause: clause.id.clone(),
+        level: clause.level,
+        title: clause.title.clone(),
+        text: clause.text.clone(),
+        kind: clause.kind.clone(),
+        operation: clause.operation.clone(),
+        spec_file: clause.key.file.clone(),
+        line: clause.key.line as u32,
+        verdict,
+        reason: None,
+        rerun: Some(rerun),
+        duration_ms: 0,
+        steps: Vec::new(),
+        events: Vec::new(),
+        notes: Vec::new(),
     }
 }
 
