@@ -47,6 +47,20 @@ fn main() {
         );
     }
     code.push_str("];\n");
+    // The commit the harness is built from, for the report's environment section.
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(&manifest)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    println!("cargo:rustc-env=NOMAD_CONFORM_COMMIT={commit}");
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest.join("../.git/HEAD").display()
+    );
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets this"));
     std::fs::write(out.join("embedded_specs.rs"), code).expect("write embedded_specs.rs");
 }

@@ -1,16 +1,34 @@
-//! From parsed command line to exit status: run the suite, write the reports, print the summary.
+//! From parsed command line to exit status: run a suite or re-render reports, write the report
+//! files, print the summary.
 
-use crate::cli::{Cli, Command, DhvArgs, ListArgs, SuiteArgs};
+use clap::CommandFactory as _;
+use nomad_conform_reports::model::{RunRecord, Shard};
+
+use crate::cli::{Cli, Command, DhvArgs, ListArgs, ListFormat, ReportArgs, ReportFiles, SuiteArgs};
+use crate::console::Output;
 use crate::error::{HarnessError, exit_code_for};
 use crate::kinds::dhv::{self, DhvOptions};
 use crate::run::SuiteOptions;
-use nomad_conform_reports::model::RunRecord;
 
 /// Run the command; every error is reported here, so the caller only exits with the code.
 pub fn run(cli: Cli) -> i32 {
+    let output = Output {
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+    };
     let result = match cli.command {
-        Command::Dhv(args) => runtime().and_then(|rt| rt.block_on(run_dhv(*args))),
+        Command::Dhv(args) => runtime().and_then(|rt| rt.block_on(run_dhv(*args, output))),
         Command::List(args) => list(&args),
+        Command::Report(args) => report(&args, output),
+        Command::Completions(args) => {
+            clap_complete::generate(
+                args.shell,
+                &mut Cli::command(),
+                "nomad-conform",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
     };
     match result {
         Ok(code) => code,
@@ -28,20 +46,38 @@ fn runtime() -> Result<tokio::runtime::Runtime, HarnessError> {
         .map_err(|e| HarnessError::Internal(format!("failed to start the async runtime: {e}")))
 }
 
-fn suite_options(s: &SuiteArgs) -> SuiteOptions {
-    SuiteOptions {
+/// `M/N` with 1 <= M <= N.
+pub fn parse_shard(s: &str) -> Result<Shard, HarnessError> {
+    let bad = || {
+        HarnessError::Usage(format!(
+            "--shard {s:?}: expected M/N with 1 <= M <= N, e.g. 2/3"
+        ))
+    };
+    let (m, n) = s.split_once('/').ok_or_else(bad)?;
+    let index: u32 = m.trim().parse().map_err(|_| bad())?;
+    let total: u32 = n.trim().parse().map_err(|_| bad())?;
+    if index == 0 || total == 0 || index > total {
+        return Err(bad());
+    }
+    Ok(Shard { index, total })
+}
+
+fn suite_options(s: &SuiteArgs, output: Output) -> Result<SuiteOptions, HarnessError> {
+    Ok(SuiteOptions {
         specs: s.specs.clone(),
         profile: s.profile.clone(),
         tags: s.tags.clone(),
         seed: s.seed,
         jobs: s.jobs,
         strict: s.strict,
+        shard: s.shard.as_deref().map(parse_shard).transpose()?,
+        output,
         command_line: std::env::args().collect(),
-    }
+    })
 }
 
-async fn run_dhv(args: DhvArgs) -> Result<i32, HarnessError> {
-    let common = suite_options(&args.suite);
+async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
+    let common = suite_options(&args.suite, output)?;
     let capture = dhv::parse_bytes("--capture-limit", &args.capture_limit)?;
     let opts = DhvOptions {
         plugin: args.plugin.clone(),
@@ -55,28 +91,60 @@ async fn run_dhv(args: DhvArgs) -> Result<i32, HarnessError> {
         property_cases: args.property_cases,
     };
     let record = dhv::run(&common, &opts).await?;
-    finish(&record, &args.suite)
+    finish(&record, &args.suite.reports, output)
 }
 
-/// Write the requested reports and print the summary. Reports are written before anything can
-/// fail, so an interrupted run still leaves its partial report.
-fn finish(record: &RunRecord, suite: &SuiteArgs) -> Result<i32, HarnessError> {
-    let mut write_error = None;
-    if let Some(path) = &suite.junit
-        && let Err(e) = crate::report::write_junit(record, path)
-    {
-        write_error = Some(e);
+/// Write the requested reports and print the summary. Every report is attempted even if one
+/// fails, so an interrupted run still leaves what it can.
+fn finish(record: &RunRecord, files: &ReportFiles, output: Output) -> Result<i32, HarnessError> {
+    let mut first_error = None;
+    let writes: [(&Option<std::path::PathBuf>, WriteFn); 3] = [
+        (&files.junit, crate::report::write_junit),
+        (&files.html, crate::report::write_html),
+        (&files.json, crate::report::write_json),
+    ];
+    for (path, write) in writes {
+        if let Some(path) = path
+            && let Err(e) = write(record, path)
+        {
+            eprintln!("nomad-conform: error: {e}");
+            first_error.get_or_insert(e);
+        }
     }
-    if let Some(path) = &suite.json
-        && let Err(e) = crate::report::write_json(record, path)
-    {
-        write_error = Some(e);
-    }
-    println!("{}", nomad_conform_reports::summary::render(record));
-    match write_error {
+    println!(
+        "{}",
+        nomad_conform_reports::summary::render(record, output.verbosity())
+    );
+    match first_error {
         Some(e) => Err(e),
         None => Ok(exit_code_for(record)),
     }
+}
+
+type WriteFn = fn(&RunRecord, &std::path::Path) -> Result<(), HarnessError>;
+
+fn report(args: &ReportArgs, output: Output) -> Result<i32, HarnessError> {
+    if args.records.len() > 1 && !args.merge {
+        return Err(HarnessError::Usage(
+            "several records given: add --merge to join them into one report".into(),
+        ));
+    }
+    let mut records = Vec::new();
+    for path in &args.records {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| HarnessError::Usage(format!("failed to read {}: {e}", path.display())))?;
+        let record = nomad_conform_reports::json::parse(&text)
+            .map_err(|e| HarnessError::Usage(format!("{}: {e}", path.display())))?;
+        records.push(record);
+    }
+    let mut record = if args.merge {
+        nomad_conform_reports::merge::merge(records)
+            .map_err(|e| HarnessError::Usage(e.to_string()))?
+    } else {
+        records.remove(0)
+    };
+    record.strict |= args.strict;
+    finish(&record, &args.reports, output)
 }
 
 fn list(args: &ListArgs) -> Result<i32, HarnessError> {
@@ -85,9 +153,34 @@ fn list(args: &ListArgs) -> Result<i32, HarnessError> {
         ..SuiteOptions::default()
     };
     let (_, clauses, _) = crate::run::load_suite(&args.kind, &opts)?;
-    let width = clauses.iter().map(|c| c.id.len()).max().unwrap_or(0);
-    for c in clauses.iter() {
-        println!("{:<width$}  {:<6}  {}", c.id, c.level.as_str(), c.title);
+    match args.format {
+        ListFormat::Text => {
+            let width = clauses.iter().map(|c| c.id.len()).max().unwrap_or(0);
+            for c in clauses.iter() {
+                println!("{:<width$}  {:<6}  {}", c.id, c.level.as_str(), c.title);
+            }
+        }
+        ListFormat::Json => {
+            let items: Vec<serde_json::Value> = clauses
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "id": c.id,
+                        "level": c.level,
+                        "title": c.title,
+                        "text": c.text,
+                        "kind": c.kind,
+                        "operation": c.operation,
+                        "file": c.key.file,
+                        "line": c.key.line,
+                        "tags": c.tags,
+                    })
+                })
+                .collect();
+            let text = serde_json::to_string_pretty(&items)
+                .map_err(|e| HarnessError::Internal(format!("failed to write JSON: {e}")))?;
+            println!("{text}");
+        }
     }
     Ok(0)
 }

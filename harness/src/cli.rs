@@ -1,8 +1,11 @@
-//! Command-line interface: one subcommand per plugin kind, plus `list`.
+//! Command-line interface: one subcommand per plugin kind, plus `list`, `report` and
+//! `completions`. Every flag can also come from a `NOMAD_CONFORM_<FLAG>` environment variable
+//! or from `nomad-conform.toml` (see [`crate::config`]); the command line wins over the
+//! environment, which wins over the file.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -12,9 +15,26 @@ use clap::{Args, Parser, Subcommand};
     long_about = None,
     after_help = "Exit status: 0 every MUST clause passed; 1 a MUST clause failed; 2 usage or \
                   configuration error; 3 the harness failed or nothing could be tested; \
-                  130 interrupted."
+                  130 interrupted.\n\
+                  Settings come from flags, then NOMAD_CONFORM_* environment variables, then \
+                  nomad-conform.toml (or --config FILE)."
 )]
 pub struct Cli {
+    /// Read settings from FILE instead of ./nomad-conform.toml.
+    #[arg(long, global = true, value_name = "FILE", env = "NOMAD_CONFORM_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Print only the final verdict.
+    #[arg(
+        long,
+        short,
+        global = true,
+        env = "NOMAD_CONFORM_QUIET",
+        conflicts_with = "verbose"
+    )]
+    pub quiet: bool,
+    /// Print every call of every failing clause at the end of the run.
+    #[arg(long, short, global = true, env = "NOMAD_CONFORM_VERBOSE")]
+    pub verbose: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -25,68 +45,109 @@ pub enum Command {
     Dhv(Box<DhvArgs>),
     /// List the clauses of a suite: ID, level and title.
     List(ListArgs),
+    /// Render reports again from saved run records, or merge the records of shards into one.
+    Report(ReportArgs),
+    /// Print a shell completion script.
+    Completions(CompletionArgs),
+}
+
+/// Where reports go; shared by the suites and `report`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ReportFiles {
+    /// Write a JUnit XML report to FILE.
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_JUNIT")]
+    pub junit: Option<PathBuf>,
+    /// Write a self-contained HTML report to FILE.
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_HTML")]
+    pub html: Option<PathBuf>,
+    /// Write the run record as JSON to FILE (re-render it later with `report`).
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_JSON")]
+    pub json: Option<PathBuf>,
 }
 
 /// Flags every suite takes.
 #[derive(Debug, Args)]
 pub struct SuiteArgs {
-    /// Write a JUnit XML report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Write the full run record as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub reports: ReportFiles,
     /// Run only clauses matching a tag expression, e.g. '@must and not @DHV-CREATE-RESTORE'.
-    #[arg(long, value_name = "EXPR")]
+    #[arg(long, value_name = "EXPR", env = "NOMAD_CONFORM_TAGS")]
     pub tags: Option<String>,
+    /// Run only shard M of N (1-based), split by clause ID; merge the records with `report --merge`.
+    #[arg(long, value_name = "M/N", env = "NOMAD_CONFORM_SHARD")]
+    pub shard: Option<String>,
     /// Seed for every generated input; printed by every run, so a run can be repeated.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "NOMAD_CONFORM_SEED")]
     pub seed: Option<u64>,
     /// How many clauses run at the same time.
-    #[arg(long, value_name = "N", default_value_t = 8)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 8,
+        env = "NOMAD_CONFORM_JOBS"
+    )]
     pub jobs: usize,
     /// Run the feature files in DIR instead of the built-in specs.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "NOMAD_CONFORM_SPECS")]
     pub specs: Option<PathBuf>,
     /// Contract profile: a built-in name (nomad-1.10) or a TOML file laid over it.
-    #[arg(long, value_name = "NAME|FILE")]
+    #[arg(long, value_name = "NAME|FILE", env = "NOMAD_CONFORM_PROFILE")]
     pub profile: Option<String>,
     /// Count SHOULD failures as failures (exit status 1).
-    #[arg(long)]
+    #[arg(long, env = "NOMAD_CONFORM_STRICT")]
     pub strict: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct DhvArgs {
     /// The plugin executable, as it would sit in Nomad's host_volume_plugin_dir.
+    #[arg(env = "NOMAD_CONFORM_PLUGIN")]
     pub plugin: PathBuf,
     /// Directory to make volumes directories in (DHV_VOLUMES_DIR of each clause is a new
     /// directory inside it). Default: the system temporary directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "NOMAD_CONFORM_VOLUMES_DIR")]
     pub volumes_dir: Option<PathBuf>,
     /// DHV_PARAMETERS for the volumes the suite creates: a JSON object of strings, or null.
-    #[arg(long, value_name = "JSON")]
+    /// Values of keys that look secret (password, token, ...) are redacted in reports.
+    #[arg(long, value_name = "JSON", env = "NOMAD_CONFORM_PARAMETERS")]
     pub parameters: Option<String>,
     /// Parameters the plugin refuses, used to provoke a failed create.
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", env = "NOMAD_CONFORM_FAILING_PARAMETERS")]
     pub failing_parameters: Option<String>,
     /// DHV_CAPACITY_MIN_BYTES for the volumes the suite creates (e.g. 10MiB, 50MB, 1048576).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", env = "NOMAD_CONFORM_CAPACITY_MIN")]
     pub capacity_min: Option<String>,
     /// DHV_CAPACITY_MAX_BYTES for the volumes the suite creates.
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", env = "NOMAD_CONFORM_CAPACITY_MAX")]
     pub capacity_max: Option<String>,
     /// Pass the harness's own environment to the plugin as well (Nomad passes only DHV_*).
-    #[arg(long)]
+    #[arg(long, env = "NOMAD_CONFORM_INHERIT_ENV")]
     pub inherit_env: bool,
     /// Bytes of stdout/stderr kept per call (head and tail); the rest is counted and dropped.
-    #[arg(long, value_name = "BYTES", default_value = "1MiB")]
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value = "1MiB",
+        env = "NOMAD_CONFORM_CAPTURE_LIMIT"
+    )]
     pub capture_limit: String,
     /// How many generated volumes DHV-GENERAL-GENERATED-INPUTS tries.
-    #[arg(long, value_name = "N", default_value_t = 16)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 16,
+        env = "NOMAD_CONFORM_PROPERTY_CASES"
+    )]
     pub property_cases: u32,
     #[command(flatten)]
     pub suite: SuiteArgs,
+}
+
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum ListFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -97,4 +158,28 @@ pub struct ListArgs {
     /// List the feature files in DIR instead of the built-in specs.
     #[arg(long, value_name = "DIR")]
     pub specs: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run records written with --json.
+    #[arg(required = true, value_name = "RUN.json")]
+    pub records: Vec<PathBuf>,
+    /// Join the records of the shards of one run into one report.
+    #[arg(long)]
+    pub merge: bool,
+    /// Count SHOULD failures as failures when computing the verdict and exit status.
+    #[arg(long)]
+    pub strict: bool,
+    #[command(flatten)]
+    pub reports: ReportFiles,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell to complete for.
+    pub shell: clap_complete::Shell,
 }

@@ -7,6 +7,8 @@
 pub mod app;
 pub mod clauses;
 pub mod cli;
+pub mod config;
+pub mod console;
 pub mod error;
 pub mod goversion;
 pub mod kinds;
@@ -14,7 +16,6 @@ pub mod ledger;
 pub mod plugins;
 pub mod process;
 pub mod profile;
-pub mod progress;
 pub mod recorder;
 pub mod report;
 pub mod run;

@@ -1,9 +1,17 @@
-//! The `nomad-conform` binary: parse the command line, run, exit with the outcome's code.
+//! The `nomad-conform` binary: parse the command line (and config file), run, exit with the
+//! outcome's code.
 
 use clap::Parser as _;
 
 fn main() -> std::process::ExitCode {
-    let cli = nomad_conform::cli::Cli::parse();
+    let argv = match nomad_conform::config::argv_with_config(std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("nomad-conform: error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let cli = nomad_conform::cli::Cli::parse_from(argv);
     let code = nomad_conform::app::run(cli);
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(3))
 }

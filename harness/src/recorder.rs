@@ -84,6 +84,7 @@ struct Inner {
     finished: BTreeMap<CaseKey, Case>,
     ledgers: HashMap<CaseKey, crate::ledger::Ledger>,
     on_case: Option<CaseCallback>,
+    secrets: BTreeSet<String>,
 }
 
 /// Shared store of the run's cases. Cheap to clone.
@@ -111,6 +112,7 @@ impl RunStore {
                 finished: BTreeMap::new(),
                 ledgers: HashMap::new(),
                 on_case: None,
+                secrets: BTreeSet::new(),
             })),
         }
     }
@@ -122,6 +124,15 @@ impl RunStore {
     /// Called with every case as soon as it is final (for progress output).
     pub fn on_case(&self, f: impl Fn(&Case) + Send + 'static) {
         self.inner().on_case = Some(Box::new(f));
+    }
+
+    /// Remember a secret value: it is redacted from every report.
+    pub fn add_secret(&self, value: &str) {
+        self.inner().secrets.insert(value.to_string());
+    }
+
+    pub fn secrets(&self) -> Vec<String> {
+        self.inner().secrets.iter().cloned().collect()
     }
 
     pub fn clauses(&self) -> Arc<ClauseSet> {

@@ -36,6 +36,19 @@ impl Selection {
         }
     }
 
+    /// Keep only the clauses of one shard: clause IDs are spread over shards by a stable hash,
+    /// so every machine computes the same split.
+    pub fn keep_shard(&mut self, clauses: &ClauseSet, shard: model::Shard) {
+        let in_shard = |key: &CaseKey| {
+            clauses.get(key).is_some_and(|c| {
+                crate::world::stable_hash(&c.id) % u64::from(shard.total)
+                    == u64::from(shard.index - 1)
+            })
+        };
+        self.run.retain(|k| in_shard(k));
+        self.skip.retain(|k, _| in_shard(k));
+    }
+
     /// Move a selected scenario to the skipped ones.
     pub fn skip(&mut self, key: &CaseKey, reason: impl Into<String>) {
         if self.run.remove(key) {
@@ -163,10 +176,12 @@ pub struct RunMeta {
     pub command_line: Vec<String>,
     pub started_at: DateTime<Utc>,
     pub strict: bool,
+    pub shard: Option<model::Shard>,
 }
 
+/// The run's record, with every secret the run learned redacted.
 pub fn finish_record<C>(run: &RunCtx<C>, meta: RunMeta, interrupted: bool) -> RunRecord {
-    RunRecord {
+    let record = RunRecord {
         schema_version: model::SCHEMA_VERSION,
         run_id: run.run_id.clone(),
         kind: meta.kind,
@@ -185,7 +200,33 @@ pub fn finish_record<C>(run: &RunCtx<C>, meta: RunMeta, interrupted: bool) -> Ru
         finished_at: Utc::now(),
         interrupted,
         strict: meta.strict,
+        environment: environment(),
+        shard: meta.shard,
+        merged_from: Vec::new(),
         cases: run.store.cases(),
+    };
+    nomad_conform_reports::redact::redact(&record, &run.store.secrets())
+}
+
+/// The machine the run happens on, read from /proc and /etc/os-release.
+pub fn environment() -> model::Environment {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let os = read("/etc/os-release")
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_else(|| std::env::consts::OS.to_string());
+    let commit = env!("NOMAD_CONFORM_COMMIT");
+    model::Environment {
+        os,
+        kernel: read("/proc/sys/kernel/osrelease"),
+        arch: std::env::consts::ARCH.to_string(),
+        hostname: read("/proc/sys/kernel/hostname"),
+        harness_commit: (!commit.is_empty()).then(|| commit.to_string()),
     }
 }
 
@@ -201,6 +242,9 @@ pub struct SuiteOptions {
     pub seed: Option<u64>,
     pub jobs: usize,
     pub strict: bool,
+    /// `--shard M/N`: run only the clauses of shard M.
+    pub shard: Option<model::Shard>,
+    pub output: crate::console::Output,
     /// The command line, for the record.
     pub command_line: Vec<String>,
 }
@@ -230,11 +274,17 @@ pub fn load_suite(
         )));
     }
     let tags = opts.tags.as_deref().map(parse_tags).transpose()?;
-    let selection = Selection::by_tags(&clauses, tags.as_ref());
+    let mut selection = Selection::by_tags(&clauses, tags.as_ref());
+    if let Some(shard) = opts.shard {
+        selection.keep_shard(&clauses, shard);
+    }
     if selection.is_empty() {
         return Err(crate::error::HarnessError::Usage(format!(
-            "no {kind} clause matches --tags {:?} (see `nomad-conform list {kind}`)",
-            opts.tags.as_deref().unwrap_or_default()
+            "no {kind} clause matches --tags {:?}{} (see `nomad-conform list {kind}`)",
+            opts.tags.as_deref().unwrap_or_default(),
+            opts.shard
+                .map(|s| format!(" in shard {s}"))
+                .unwrap_or_default()
         )));
     }
     Ok((features, clauses, selection))

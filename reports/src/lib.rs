@@ -3,9 +3,13 @@
 //! Writers are pure functions of a [`model::RunRecord`]: they never drive a plugin, so a record
 //! saved as JSON can be rendered again later.
 
+pub mod html;
 pub mod json;
 pub mod junit;
+pub mod merge;
 pub mod model;
+pub mod redact;
+pub mod schema;
 pub mod summary;
 pub mod transcript;
 

@@ -7,12 +7,13 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a field changes meaning or disappears. Adding a field does not bump it.
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunRecord {
     pub schema_version: u32,
     pub run_id: String,
@@ -31,17 +32,50 @@ pub struct RunRecord {
     /// Whether SHOULD failures count as failures (`--strict`).
     #[serde(default)]
     pub strict: bool,
+    /// Where the run happened.
+    #[serde(default)]
+    pub environment: Environment,
+    /// Set when the run covered one shard of the clauses (`--shard M/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// Run IDs of the records this one was merged from (`report --merge`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<String>,
     pub cases: Vec<Case>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The machine and build a run happened on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Environment {
+    pub os: String,
+    pub kernel: String,
+    pub arch: String,
+    pub hostname: String,
+    /// Git commit the harness was built from, when known.
+    pub harness_commit: Option<String>,
+}
+
+/// Shard `index` (1-based) of `total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Shard {
+    pub index: u32,
+    pub total: u32,
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.total)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HarnessInfo {
     pub name: String,
     pub version: String,
 }
 
 /// The plugin under test.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Subject {
     /// Path or endpoint of the plugin.
     pub plugin: String,
@@ -52,7 +86,7 @@ pub struct Subject {
     pub details: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ProfileInfo {
     pub name: String,
     /// The Nomad versions whose behaviour the profile describes, e.g. `>= 1.10.0, < 2.1.0`.
@@ -60,7 +94,7 @@ pub struct ProfileInfo {
 }
 
 /// One scenario of the spec, that is one contract clause, and what became of it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Case {
     /// Stable clause ID, e.g. `DHV-CREATE-IDEMPOTENT`.
     pub clause: String,
@@ -105,7 +139,9 @@ impl Case {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     Must,
@@ -122,7 +158,9 @@ impl Level {
 }
 
 /// Verdicts in rising order of severity; a case's verdict only ever rises.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Pass,
@@ -163,7 +201,7 @@ impl Verdict {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepRecord {
     pub keyword: String,
     pub text: String,
@@ -171,7 +209,7 @@ pub struct StepRecord {
     pub duration_ms: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepOutcome {
     Passed,
@@ -183,7 +221,7 @@ pub enum StepOutcome {
 }
 
 /// One operation the harness performed against the plugin.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OpEvent {
     /// Operation as the contract spells it: `fingerprint`, `create`, `NodePublishVolume`.
     pub operation: String,
@@ -201,7 +239,7 @@ pub struct OpEvent {
     pub notes: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Request {
     /// An executable run with an argv and an exact environment.
@@ -210,9 +248,20 @@ pub enum Request {
         env: Vec<(String, String)>,
         cwd: Option<String>,
     },
+    /// A gRPC call: the full method path and the request message as JSON.
+    Grpc {
+        method: String,
+        request: serde_json::Value,
+    },
+    /// An HTTP exchange the plugin made with the harness (or the harness with the plugin).
+    Http {
+        method: String,
+        path: String,
+        body: Option<serde_json::Value>,
+    },
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Response {
     Exec {
@@ -220,9 +269,20 @@ pub enum Response {
         stdout: Excerpt,
         stderr: Excerpt,
     },
+    /// A gRPC status code name (`OK`, `NOT_FOUND`), its message, and the response message
+    /// when the code is OK.
+    Grpc {
+        code: String,
+        message: String,
+        response: Option<serde_json::Value>,
+    },
+    Http {
+        status: u16,
+        body: Option<serde_json::Value>,
+    },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExitStatus {
     Exited {
@@ -251,7 +311,7 @@ impl std::fmt::Display for ExitStatus {
 }
 
 /// Captured output, possibly cut in the middle to respect the capture limit.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Excerpt {
     /// The text (lossy UTF-8); when truncated, head and tail joined by a marker line.
     pub text: String,
@@ -260,7 +320,7 @@ pub struct Excerpt {
 }
 
 /// How a whole run reads at a glance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Assessment {
     Conformant,
@@ -282,7 +342,7 @@ impl Assessment {
 }
 
 /// Counts of cases by verdict and level.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Tally {
     pub total: usize,
     pub passed: usize,
@@ -380,6 +440,9 @@ mod tests {
             finished_at: Utc::now(),
             interrupted: false,
             strict: false,
+            environment: Environment::default(),
+            shard: None,
+            merged_from: Vec::new(),
             cases: cases.iter().map(case).collect(),
         }
     }

@@ -1,12 +1,25 @@
 //! The console summary printed at the end of a run.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::model::{RunRecord, Verdict};
-use crate::transcript::fmt_ms;
+use crate::model::{Case, RunRecord, Verdict};
+use crate::transcript::{case_transcript, fmt_ms};
+
+/// How much the summary says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Verbosity {
+    /// The verdict and the totals.
+    Quiet,
+    /// Plus a table per operation and the details of every clause that did not pass.
+    #[default]
+    Normal,
+    /// Plus every call of every clause that did not pass.
+    Verbose,
+}
 
 /// One line for a finished case, as printed while the run goes on.
-pub fn case_line(case: &crate::model::Case, strict: bool) -> String {
+pub fn case_line(case: &Case, strict: bool) -> String {
     let label = match case.verdict {
         Verdict::Pass => "PASS",
         Verdict::Skip => "SKIP",
@@ -25,48 +38,99 @@ pub fn case_line(case: &crate::model::Case, strict: bool) -> String {
     )
 }
 
-/// The end-of-run summary: details of every case that did not pass, then the totals.
-/// The last line is `N passed, N failed, ...` so that CI log scrapers find it.
-pub fn render(record: &RunRecord) -> String {
+/// Counts per `kind.operation`, as a fixed-width table.
+pub fn operation_table(record: &RunRecord) -> String {
+    #[derive(Default)]
+    struct Row {
+        pass: usize,
+        fail: usize,
+        warn: usize,
+        skip: usize,
+        error: usize,
+    }
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    for c in &record.cases {
+        let r = rows.entry(c.classname()).or_default();
+        match c.verdict {
+            Verdict::Pass => r.pass += 1,
+            Verdict::Skip => r.skip += 1,
+            Verdict::Error => r.error += 1,
+            _ if c.is_blocking(record.strict) => r.fail += 1,
+            _ => r.warn += 1,
+        }
+    }
+    let width = rows.keys().map(String::len).max().unwrap_or(9).max(9);
+    let mut out = format!(
+        "{:<width$}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}\n",
+        "operation", "passed", "failed", "warned", "skipped", "errors"
+    );
+    for (name, r) in &rows {
+        let _ = writeln!(
+            out,
+            "{name:<width$}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}",
+            r.pass, r.fail, r.warn, r.skip, r.error
+        );
+    }
+    out
+}
+
+/// The end-of-run summary. Its last line is `N passed, N failed, ...` so that CI log scrapers
+/// find it.
+pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
     let mut out = String::new();
-    let problems: Vec<_> = record
-        .cases
-        .iter()
-        .filter(|c| !matches!(c.verdict, Verdict::Pass | Verdict::Skip))
-        .collect();
-    for case in record.cases.iter().filter(|c| c.verdict == Verdict::Skip) {
-        if let Some(reason) = &case.reason {
-            let _ = writeln!(out, "\nskipped {}: {reason}", case.clause);
+    if verbosity != Verbosity::Quiet {
+        for case in record.cases.iter().filter(|c| c.verdict == Verdict::Skip) {
+            if let Some(reason) = &case.reason {
+                let _ = writeln!(out, "\nskipped {}: {reason}", case.clause);
+            }
+        }
+        for case in record
+            .cases
+            .iter()
+            .filter(|c| !matches!(c.verdict, Verdict::Pass | Verdict::Skip))
+        {
+            let _ = writeln!(out, "\n--- {}", case_line(case, record.strict));
+            if !case.text.is_empty() {
+                let _ = writeln!(out, "{}", case.text);
+            }
+            if let Some(reason) = &case.reason {
+                let _ = writeln!(out, "{reason}");
+            }
+            if let Some(rerun) = &case.rerun {
+                let _ = writeln!(out, "rerun this clause: {rerun}");
+            }
+            for note in &case.notes {
+                let _ = writeln!(out, "note: {note}");
+            }
+            if verbosity == Verbosity::Verbose {
+                let _ = writeln!(out, "calls:\n{}", case_transcript(case));
+            }
+        }
+        let _ = writeln!(out);
+        out.push_str(&operation_table(record));
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "plugin: {} (version {})",
+            record.subject.plugin,
+            record.subject.version.as_deref().unwrap_or("unknown")
+        );
+        let _ = writeln!(
+            out,
+            "profile: {} (Nomad {}), seed {}, run {}",
+            record.profile.name, record.profile.nomad_versions, record.seed, record.run_id
+        );
+        if let Some(shard) = record.shard {
+            let _ = writeln!(
+                out,
+                "shard {shard}: the other shards' clauses are not in this report"
+            );
         }
     }
-    for case in &problems {
-        let _ = writeln!(out, "\n--- {}", case_line(case, record.strict));
-        if !case.text.is_empty() {
-            let _ = writeln!(out, "{}", case.text);
-        }
-        if let Some(reason) = &case.reason {
-            let _ = writeln!(out, "{reason}");
-        }
-        if let Some(rerun) = &case.rerun {
-            let _ = writeln!(out, "rerun this clause: {rerun}");
-        }
-    }
-    let t = record.tally();
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "plugin: {} (version {})",
-        record.subject.plugin,
-        record.subject.version.as_deref().unwrap_or("unknown")
-    );
-    let _ = writeln!(
-        out,
-        "profile: {} (Nomad {}), seed {}, run {}",
-        record.profile.name, record.profile.nomad_versions, record.seed, record.run_id
-    );
     if record.interrupted {
         let _ = writeln!(out, "the run was interrupted: this report is partial");
     }
+    let t = record.tally();
     let _ = writeln!(out, "verdict: {}", record.assessment().as_str());
     let _ = write!(
         out,

@@ -43,6 +43,16 @@ pub fn event_transcript(ev: &OpEvent) -> String {
                 let _ = writeln!(out, "  {k}={v}");
             }
         }
+        Request::Grpc { method, request } => {
+            let _ = writeln!(out, "method: {method}");
+            let _ = writeln!(out, "request: {}", pretty(request));
+        }
+        Request::Http { method, path, body } => {
+            let _ = writeln!(out, "{method} {path}");
+            if let Some(b) = body {
+                let _ = writeln!(out, "body: {}", pretty(b));
+            }
+        }
     }
     match &ev.response {
         Response::Exec {
@@ -63,6 +73,26 @@ pub fn event_transcript(ev: &OpEvent) -> String {
                 }
             }
         }
+        Response::Grpc {
+            code,
+            message,
+            response,
+        } => {
+            if message.is_empty() {
+                let _ = writeln!(out, "status: {code}");
+            } else {
+                let _ = writeln!(out, "status: {code}: {message}");
+            }
+            if let Some(r) = response {
+                let _ = writeln!(out, "response: {}", pretty(r));
+            }
+        }
+        Response::Http { status, body } => {
+            let _ = writeln!(out, "status: {status}");
+            if let Some(b) = body {
+                let _ = writeln!(out, "body: {}", pretty(b));
+            }
+        }
     }
     for note in &ev.notes {
         let _ = writeln!(out, "note: {note}");
@@ -71,6 +101,10 @@ pub fn event_transcript(ev: &OpEvent) -> String {
         let _ = writeln!(out, "reproduce: {r}");
     }
     out
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
 
 /// Milliseconds as a short human figure: `850ms`, `1.25s`.

@@ -220,12 +220,27 @@ pub async fn run(common: &SuiteOptions, opts: &DhvOptions) -> Result<RunRecord, 
         opts.rerun_prefix(&config.plugin.path, common),
         seed,
     );
-    crate::progress::attach(&store, common.strict);
+    for params in std::iter::once(&config.parameters).chain(config.failing_parameters.as_ref()) {
+        for value in params.secret_values() {
+            store.add_secret(value);
+        }
+    }
     let plugin_path = config.plugin.path.display().to_string();
-    println!(
-        "nomad-conform {KIND}: {plugin_path} (version {}), profile {}, seed {seed}, run {run_id}",
+    let header = format!(
+        "nomad-conform {KIND}: {plugin_path} (version {}), profile {}, seed {seed}, run {run_id}{}",
         version.as_deref().unwrap_or("unknown"),
-        profile.name
+        profile.name,
+        common
+            .shard
+            .map(|s| format!(", shard {s}"))
+            .unwrap_or_default()
+    );
+    let progress = crate::console::Progress::start(
+        &store,
+        &header,
+        selection.run.len() + selection.skip.len(),
+        common.output,
+        common.strict,
     );
     let ctx = Arc::new(RunCtx {
         run_id,
@@ -237,6 +252,7 @@ pub async fn run(common: &SuiteOptions, opts: &DhvOptions) -> Result<RunRecord, 
     });
     let interrupted =
         execute::<DhvWorld>(ctx.clone(), features, &selection, common.jobs.max(1)).await;
+    progress.finish();
     let cleanup = crate::ledger::remove_scratch(&scratch_base);
     for leak in &cleanup.leaked {
         eprintln!("warning: {leak}");
@@ -251,6 +267,7 @@ pub async fn run(common: &SuiteOptions, opts: &DhvOptions) -> Result<RunRecord, 
         command_line: common.command_line.clone(),
         started_at,
         strict: common.strict,
+        shard: common.shard,
     };
     Ok(finish_record(&ctx, meta, interrupted))
 }

@@ -58,6 +58,19 @@ impl Parameters {
         Parameters::Map(map)
     }
 
+    /// Values of parameters whose names suggest secrets (password, token...): reports redact
+    /// them.
+    pub fn secret_values(&self) -> Vec<&str> {
+        match self {
+            Parameters::Null => Vec::new(),
+            Parameters::Map(m) => m
+                .iter()
+                .filter(|(k, _)| nomad_conform_reports::redact::is_secret_name(k))
+                .map(|(_, v)| v.as_str())
+                .collect(),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         match self {
             Parameters::Null => true,

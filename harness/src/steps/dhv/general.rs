@@ -283,6 +283,7 @@ async fn no_strays_running(w: &mut DhvWorld) -> StepResult {
 async fn secret_lifecycle(w: &mut DhvWorld) -> StepResult {
     let token: u64 = w.ctx_mut().rng.random();
     let secret = format!("S3cr3t{token:016x}");
+    w.ctx().run.store.add_secret(&secret);
     let i = w.add_volume();
     let params = w.volumes[i].req.parameters.with("password", &secret);
     w.volumes[i].req.parameters = params;

@@ -1,0 +1,259 @@
+//! The HTML report in a real headless Chromium (Debian's chromium and chromium-driver, installed
+//! by scripts/test): it loads without console errors, the status filter and the search work,
+//! a failing clause expands to its reproduction command, the copy button works, and a
+//! screenshot is saved under target/.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+/// chromedriver, killed when dropped.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_driver() -> (Driver, u16) {
+    let port = free_port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver is installed (scripts/test installs Debian's chromium-driver)");
+    let driver = Driver(child);
+    let until = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "chromedriver did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (driver, port)
+}
+
+/// The browser's console log, through chromedriver's log endpoint.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/se/log",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (
+            http::Method::POST,
+            Some(json!({"type": "browser"}).to_string()),
+        )
+    }
+}
+
+async fn severe_console_entries(c: &Client) -> Vec<Value> {
+    let log = c.issue_cmd(BrowserLog).await.expect("browser log");
+    log.as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect()
+}
+
+async fn visible_cases(c: &Client) -> usize {
+    c.execute(
+        "return document.querySelectorAll('details.case:not([hidden])').length;",
+        vec![],
+    )
+    .await
+    .unwrap()
+    .as_u64()
+    .unwrap() as usize
+}
+
+/// Run the suite against a fixture with a MUST failure, writing the HTML report.
+fn make_report(dir: &Path) -> PathBuf {
+    let html = dir.join("report.html");
+    let plugin =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/dhv/create-not-idempotent/plugin");
+    let status = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .arg("dhv")
+        .arg(plugin)
+        .arg("--html")
+        .arg(&html)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    html
+}
+
+#[tokio::test]
+async fn html_report_works_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = make_report(dir.path());
+    let (_driver, port) = start_driver();
+    let profile = dir.path().join("chromium-profile");
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": "/usr/bin/chromium",
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1280,1600", format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let c = ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .expect("a Chromium session");
+
+    c.goto(&format!("file://{}", html.display())).await.unwrap();
+    let total = visible_cases(&c).await;
+    assert_eq!(total, 37, "every clause is shown at first");
+    let severe = severe_console_entries(&c).await;
+    assert!(severe.is_empty(), "console errors on load: {severe:?}");
+
+    // Verdict badge.
+    let badge = c
+        .find(Locator::Id("verdict"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(badge, "not conformant");
+
+    // Status filter: hide the passed clauses; only the failures stay.
+    c.find(Locator::Css("input[data-filter=pass]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        visible_cases(&c).await,
+        2,
+        "only the two failing clauses are left"
+    );
+    let shown = c
+        .find(Locator::Id("shown"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(shown, "2 of 37 shown");
+    let groups_shown = c
+        .execute(
+            "return document.querySelectorAll('section.group:not([hidden])').length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(groups_shown, json!(1), "only dhv.create has failures");
+
+    // Search, with every status back on.
+    c.find(Locator::Css("input[data-filter=pass]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.find(Locator::Id("search"))
+        .await
+        .unwrap()
+        .send_keys("parallel")
+        .await
+        .unwrap();
+    assert_eq!(
+        visible_cases(&c).await,
+        2,
+        "DHV-CREATE-PARALLEL and DHV-DELETE-PARALLEL"
+    );
+    c.find(Locator::Id("search"))
+        .await
+        .unwrap()
+        .clear()
+        .await
+        .unwrap();
+    c.execute(
+        "document.getElementById('search').dispatchEvent(new Event('input'));",
+        vec![],
+    )
+    .await
+    .unwrap();
+    assert_eq!(visible_cases(&c).await, total);
+
+    // A failing clause expands to what was required, what was seen, and how to reproduce.
+    let case = c.find(Locator::Id("DHV-CREATE-IDEMPOTENT")).await.unwrap();
+    let repro = case.find(Locator::Css(".repro code")).await.unwrap();
+    assert!(!repro.is_displayed().await.unwrap(), "closed at first");
+    case.find(Locator::Css("summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(repro.is_displayed().await.unwrap());
+    let command = repro.text().await.unwrap();
+    assert!(
+        command.starts_with("nomad-conform dhv ")
+            && command.contains("--tags @DHV-CREATE-IDEMPOTENT"),
+        "{command}"
+    );
+    let reason = case
+        .find(Locator::Css("pre.reason"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        reason.contains("expected:") && reason.contains("seen:"),
+        "{reason}"
+    );
+    let copy = case.find(Locator::Css(".repro button.copy")).await.unwrap();
+    copy.click().await.unwrap();
+    let label = copy.text().await.unwrap();
+    assert!(label == "Copied" || label == "Select and copy", "{label}");
+
+    let png = c.screenshot().await.unwrap();
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html-report.png");
+    std::fs::write(&shot, &png).unwrap();
+    assert!(png.len() > 10_000, "a real screenshot");
+
+    let severe = severe_console_entries(&c).await;
+    assert!(
+        severe.is_empty(),
+        "console errors after interacting: {severe:?}"
+    );
+    c.close().await.unwrap();
+}

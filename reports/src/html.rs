@@ -1,0 +1,307 @@
+//! The HTML report: one self-contained file (inline CSS and JS, no network) rendered from a run
+//! record with minijinja. A verdict badge and counts at the top, clauses grouped by operation
+//! with a status filter and free-text search, each clause expandable to its text, what was
+//! required and seen, its calls drawn against their deadlines, and the commands that reproduce
+//! it; the run's environment at the bottom.
+
+use std::collections::BTreeMap;
+
+use minijinja::{Environment, Value, context};
+use serde::Serialize;
+
+use crate::model::{Case, OpEvent, Request, Response, RunRecord, Verdict};
+use crate::transcript::fmt_ms;
+
+const TEMPLATE: &str = include_str!("../templates/report.html");
+
+#[derive(Debug, thiserror::Error)]
+#[error("failed to render the HTML report: {0}")]
+pub struct HtmlError(#[from] minijinja::Error);
+
+/// The status a case shows as, and filters by.
+fn status(case: &Case, strict: bool) -> &'static str {
+    match case.verdict {
+        Verdict::Pass => "pass",
+        Verdict::Skip => "skip",
+        Verdict::Error => "error",
+        _ if case.is_blocking(strict) => "fail",
+        _ => "warn",
+    }
+}
+
+#[derive(Serialize)]
+struct GroupView {
+    name: String,
+    counts: BTreeMap<&'static str, usize>,
+    cases: Vec<CaseView>,
+}
+
+#[derive(Serialize)]
+struct CaseView {
+    id: String,
+    title: String,
+    level: &'static str,
+    status: &'static str,
+    verdict: &'static str,
+    duration: String,
+    text: String,
+    reason: Option<String>,
+    rerun: Option<String>,
+    notes: Vec<String>,
+    steps: Vec<StepView>,
+    events: Vec<EventView>,
+    spec: String,
+    /// Lower-case text the search box matches against.
+    search: String,
+}
+
+#[derive(Serialize)]
+struct StepView {
+    keyword: String,
+    text: String,
+    outcome: String,
+}
+
+#[derive(Serialize)]
+struct EventView {
+    operation: String,
+    started: String,
+    duration: String,
+    deadline: Option<String>,
+    /// Width of the timing bar, percent of the deadline (capped at 100).
+    percent: f64,
+    over: bool,
+    request: String,
+    response: String,
+    outcome: String,
+    ok: bool,
+    reproduce: Option<String>,
+    notes: Vec<String>,
+}
+
+fn event_view(ev: &OpEvent) -> EventView {
+    let (percent, over) = match ev.deadline_ms {
+        Some(d) if d > 0 => {
+            let p = ev.duration_ms / d as f64 * 100.0;
+            (p.clamp(0.5, 100.0), p > 100.0)
+        }
+        _ => (0.0, false),
+    };
+    let (request, response, outcome, ok) = match (&ev.request, &ev.response) {
+        (
+            Request::Exec { argv, env, cwd },
+            Response::Exec {
+                status,
+                stdout,
+                stderr,
+            },
+        ) => {
+            let mut req = format!("argv: {argv:?}\n");
+            if let Some(cwd) = cwd {
+                req.push_str(&format!("cwd:  {cwd}\n"));
+            }
+            for (k, v) in env {
+                req.push_str(&format!("{k}={v}\n"));
+            }
+            let mut resp = String::new();
+            for (name, ex) in [("stdout", stdout), ("stderr", stderr)] {
+                if ex.total_bytes == 0 {
+                    resp.push_str(&format!("{name}: (empty)\n"));
+                } else {
+                    let cut = if ex.truncated { ", excerpt" } else { "" };
+                    resp.push_str(&format!(
+                        "{name} ({} bytes{cut}):\n{}\n",
+                        ex.total_bytes, ex.text
+                    ));
+                }
+            }
+            let ok = matches!(status, crate::model::ExitStatus::Exited { code: 0 });
+            (req, resp, status.to_string(), ok)
+        }
+        (req, resp) => (
+            render_request(req),
+            render_response(resp),
+            outcome_of(resp),
+            matches!(resp, Response::Grpc { code, .. } if code == "OK")
+                || matches!(resp, Response::Http { status, .. } if *status < 400),
+        ),
+    };
+    EventView {
+        operation: ev.operation.clone(),
+        started: fmt_ms(ev.started_ms as f64),
+        duration: fmt_ms(ev.duration_ms),
+        deadline: ev.deadline_ms.map(|d| fmt_ms(d as f64)),
+        percent,
+        over,
+        request,
+        response,
+        outcome,
+        ok,
+        reproduce: ev.reproduce.clone(),
+        notes: ev.notes.clone(),
+    }
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+fn render_request(r: &Request) -> String {
+    match r {
+        Request::Exec { argv, .. } => format!("{argv:?}"),
+        Request::Grpc { method, request } => format!("{method}\n{}", pretty(request)),
+        Request::Http { method, path, body } => match body {
+            Some(b) => format!("{method} {path}\n{}", pretty(b)),
+            None => format!("{method} {path}"),
+        },
+    }
+}
+
+fn render_response(r: &Response) -> String {
+    match r {
+        Response::Exec { stdout, .. } => stdout.text.clone(),
+        Response::Grpc {
+            response, message, ..
+        } => match response {
+            Some(v) => pretty(v),
+            None => message.clone(),
+        },
+        Response::Http { body, .. } => body.as_ref().map(pretty).unwrap_or_default(),
+    }
+}
+
+fn outcome_of(r: &Response) -> String {
+    match r {
+        Response::Exec { status, .. } => status.to_string(),
+        Response::Grpc { code, .. } => code.clone(),
+        Response::Http { status, .. } => format!("HTTP {status}"),
+    }
+}
+
+fn case_view(case: &Case, strict: bool) -> CaseView {
+    let search = format!(
+        "{} {} {} {} {}",
+        case.clause,
+        case.title,
+        case.text,
+        case.reason.as_deref().unwrap_or(""),
+        status(case, strict)
+    )
+    .to_lowercase();
+    CaseView {
+        id: case.clause.clone(),
+        title: case.title.clone(),
+        level: case.level.as_str(),
+        status: status(case, strict),
+        verdict: case.verdict.as_str(),
+        duration: fmt_ms(case.duration_ms as f64),
+        text: case.text.clone(),
+        reason: case.reason.clone(),
+        rerun: case.rerun.clone(),
+        notes: case.notes.clone(),
+        steps: case
+            .steps
+            .iter()
+            .map(|s| StepView {
+                keyword: s.keyword.clone(),
+                text: s.text.clone(),
+                outcome: format!("{:?}", s.outcome).to_lowercase(),
+            })
+            .collect(),
+        events: case.events.iter().map(event_view).collect(),
+        spec: format!("{}:{}", case.spec_file, case.line),
+        search,
+    }
+}
+
+/// Render the record as one self-contained HTML page.
+pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
+    // Groups in the order their first clause appears in the specs (fingerprint, create, ...).
+    let mut groups: Vec<GroupView> = Vec::new();
+    for case in &record.cases {
+        let name = case.classname();
+        let g = match groups.iter().position(|g| g.name == name) {
+            Some(i) => &mut groups[i],
+            None => {
+                groups.push(GroupView {
+                    name,
+                    counts: BTreeMap::new(),
+                    cases: Vec::new(),
+                });
+                groups.last_mut().expect("just pushed")
+            }
+        };
+        *g.counts.entry(status(case, record.strict)).or_default() += 1;
+        g.cases.push(case_view(case, record.strict));
+    }
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for case in &record.cases {
+        *counts.entry(status(case, record.strict)).or_default() += 1;
+    }
+    let elapsed = (record.finished_at - record.started_at)
+        .to_std()
+        .unwrap_or_default();
+    let e = &record.environment;
+    let mut env: Vec<(&str, String)> = vec![
+        ("plugin", record.subject.plugin.clone()),
+        (
+            "plugin version",
+            record
+                .subject
+                .version
+                .clone()
+                .unwrap_or_else(|| "unknown".into()),
+        ),
+        ("suite", record.kind.clone()),
+        (
+            "profile",
+            format!(
+                "{} (Nomad {})",
+                record.profile.name, record.profile.nomad_versions
+            ),
+        ),
+        ("seed", record.seed.to_string()),
+        ("run", record.run_id.clone()),
+        (
+            "harness",
+            match &e.harness_commit {
+                Some(c) => format!("{} {} ({c})", record.harness.name, record.harness.version),
+                None => format!("{} {}", record.harness.name, record.harness.version),
+            },
+        ),
+        ("started", record.started_at.to_rfc3339()),
+        ("finished", record.finished_at.to_rfc3339()),
+        ("duration", fmt_ms(elapsed.as_secs_f64() * 1000.0)),
+        ("os", e.os.clone()),
+        ("kernel", format!("{} ({})", e.kernel, e.arch)),
+        ("host", e.hostname.clone()),
+        ("command line", record.command_line.join(" ")),
+        ("strict", record.strict.to_string()),
+    ];
+    if let Some(s) = record.shard {
+        env.push(("shard", s.to_string()));
+    }
+    if !record.merged_from.is_empty() {
+        env.push(("merged from", record.merged_from.join(", ")));
+    }
+    for (k, v) in &record.subject.details {
+        env.push((k.as_str(), v.clone()));
+    }
+    let assessment = record.assessment();
+    let mut jinja = Environment::new();
+    jinja.add_template("report.html", TEMPLATE)?;
+    let tmpl = jinja.get_template("report.html")?;
+    Ok(tmpl.render(context! {
+        kind => record.kind.clone(),
+        plugin => record.subject.plugin.clone(),
+        version => record.subject.version.clone(),
+        assessment => assessment.as_str(),
+        assessment_class => format!("{assessment:?}").to_lowercase(),
+        interrupted => record.interrupted,
+        total => record.cases.len(),
+        counts => Value::from(minijinja::value::Serde(&counts)),
+        groups => Value::from(minijinja::value::Serde(&groups)),
+        environment => Value::from(minijinja::value::Serde(&env)),
+        generated => format!("{} {}", record.harness.name, record.harness.version),
+    })?)
+}
