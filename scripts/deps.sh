@@ -19,6 +19,8 @@ ensure_tools() {
     fi
 }
 
-# What the DHV reference plugins and the test suite call.
+# What the DHV reference plugins and the test suite call: ext4 tools and loop mounts for the
+# ext4-image plugin, perl for a fixture, xmllint to validate JUnit against its schema, and
+# Chromium with its WebDriver for the HTML report tests.
 ensure_tools mkfs.ext4:e2fsprogs mountpoint:util-linux losetup:mount perl:perl-base \
-    xmllint:libxml2-utils
+    xmllint:libxml2-utils chromium:chromium chromedriver:chromium-driver

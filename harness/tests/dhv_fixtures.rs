@@ -96,6 +96,21 @@ fn check(plugin: &Path, dir: &Path, expect: &Expect) {
     if !xml.contains("<testsuites") {
         problems.push("no JUnit report was written".into());
     }
+    // Every shape of failure this fixture produces still validates against Jenkins' schema.
+    let xsd = root().join("reports/schema/junit-10.xsd");
+    let lint = Command::new("xmllint")
+        .arg("--noout")
+        .arg("--schema")
+        .arg(&xsd)
+        .arg(&junit)
+        .output()
+        .expect("xmllint (libxml2-utils) is installed by scripts/test");
+    if !lint.status.success() {
+        problems.push(format!(
+            "the JUnit report does not validate: {}",
+            String::from_utf8_lossy(&lint.stderr)
+        ));
+    }
     assert!(
         problems.is_empty(),
         "{} ({}): {} mismatches\n{}\n\nstdout:\n{stdout}\nstderr:\n{stderr}",

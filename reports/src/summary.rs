@@ -1,6 +1,5 @@
 //! The console summary printed at the end of a run.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::model::{Case, RunRecord, Verdict};
@@ -48,9 +47,18 @@ pub fn operation_table(record: &RunRecord) -> String {
         skip: usize,
         error: usize,
     }
-    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    // Rows in spec order: the order in which each operation's first clause appears.
+    let mut rows: Vec<(String, Row)> = Vec::new();
     for c in &record.cases {
-        let r = rows.entry(c.classname()).or_default();
+        let name = c.classname();
+        let i = match rows.iter().position(|(n, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                rows.push((name, Row::default()));
+                rows.len() - 1
+            }
+        };
+        let r = &mut rows[i].1;
         match c.verdict {
             Verdict::Pass => r.pass += 1,
             Verdict::Skip => r.skip += 1,
@@ -59,7 +67,7 @@ pub fn operation_table(record: &RunRecord) -> String {
             _ => r.warn += 1,
         }
     }
-    let width = rows.keys().map(String::len).max().unwrap_or(9).max(9);
+    let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(9).max(9);
     let mut out = format!(
         "{:<width$}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}\n",
         "operation", "passed", "failed", "warned", "skipped", "errors"

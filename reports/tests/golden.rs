@@ -1,0 +1,226 @@
+//! The writers on a golden record (tests/data/golden-run.json: real runs against fixtures, merged,
+//! with machine-specific values normalised): snapshots of every rendering, schema validation of
+//! the JUnit and JSON output, and record -> JSON -> record round trips.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use nomad_conform_reports::model::{RunRecord, Verdict};
+use nomad_conform_reports::summary::Verbosity;
+use nomad_conform_reports::{html, json, junit, merge, redact, summary};
+
+const GOLDEN: &str = include_str!("data/golden-run.json");
+/// Jenkins' JUnit schema, vendored (see schema/README.md).
+const JUNIT_XSD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/junit-10.xsd");
+
+fn golden() -> RunRecord {
+    json::parse(GOLDEN).expect("the golden record parses")
+}
+
+#[test]
+fn golden_has_every_kind_of_verdict() {
+    let r = golden();
+    let verdicts: Vec<Verdict> = r.cases.iter().map(|c| c.verdict).collect();
+    for v in [Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::Error] {
+        assert!(
+            verdicts.contains(&v),
+            "{v:?} missing from the golden record"
+        );
+    }
+}
+
+#[test]
+fn json_round_trip_renders_identical_reports() {
+    let r = golden();
+    let again = json::parse(&json::render(&r).unwrap()).unwrap();
+    assert_eq!(r, again);
+    assert_eq!(junit::render(&r).unwrap(), junit::render(&again).unwrap());
+    assert_eq!(html::render(&r).unwrap(), html::render(&again).unwrap());
+    assert_eq!(
+        summary::render(&r, Verbosity::Verbose),
+        summary::render(&again, Verbosity::Verbose)
+    );
+}
+
+#[test]
+fn other_schema_versions_are_refused() {
+    let text = GOLDEN.replacen("\"schema_version\": 1", "\"schema_version\": 99", 1);
+    let err = json::parse(&text).unwrap_err().to_string();
+    assert!(err.contains("schema 99"), "{err}");
+    assert!(json::parse("{\"no\": 1}").is_err());
+    assert!(
+        json::parse("not json")
+            .unwrap_err()
+            .to_string()
+            .contains("not a nomad-conform run record")
+    );
+}
+
+#[test]
+fn junit_snapshot() {
+    insta::assert_snapshot!("junit", junit::render(&golden()).unwrap());
+}
+
+#[test]
+fn summary_snapshots() {
+    let r = golden();
+    insta::assert_snapshot!("summary-normal", summary::render(&r, Verbosity::Normal));
+    insta::assert_snapshot!("summary-quiet", summary::render(&r, Verbosity::Quiet));
+    insta::assert_snapshot!("summary-verbose", summary::render(&r, Verbosity::Verbose));
+}
+
+#[test]
+fn html_snapshot() {
+    insta::assert_snapshot!("html", html::render(&golden()).unwrap());
+}
+
+#[test]
+fn html_is_self_contained_and_escaped() {
+    let mut r = golden();
+    r.cases[0].title = "<script>alert(1)</script>".into();
+    let page = html::render(&r).unwrap();
+    assert!(!page.contains("<script>alert(1)"), "titles are escaped");
+    for external in ["http://", "https://", "src=\"", "<link"] {
+        assert!(
+            !page.contains(external),
+            "the page loads nothing: found {external}"
+        );
+    }
+}
+
+/// Validate with xmllint (Debian's libxml2-utils; scripts/test installs it) against the Jenkins
+/// xunit JUnit schema.
+fn xmllint(xml: &str) -> Result<(), String> {
+    let mut child = Command::new("xmllint")
+        .args(["--noout", "--schema", JUNIT_XSD, "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("xmllint is needed (apt-get install libxml2-utils): {e}"))?;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(xml.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn junit_validates_against_the_jenkins_schema() {
+    let xml = junit::render(&golden()).unwrap();
+    xmllint(&xml).unwrap();
+    // And the check can fail: quick-junit's own root element does not validate.
+    let broken = xml.replacen("<testsuites ", "<testsuites skipped=\"1\" ", 1);
+    assert!(xmllint(&broken).is_err());
+}
+
+#[test]
+fn junit_shape() {
+    let xml = junit::render(&golden()).unwrap();
+    let report = quick_junit_parse(&xml);
+    assert!(
+        report.contains(r#"file="specs/dhv/02_create.feature""#),
+        "{report}"
+    );
+    assert!(xml.contains(r#"classname="dhv.create""#));
+    assert!(xml.contains(r#"name="DHV-CREATE-IDEMPOTENT: create is idempotent""#));
+    // The message is one line; the whole story is in the element body.
+    assert!(
+        xml.contains(r#"<failure message="MUST: expected: the volume keeps its contents when create runs again" type="fail">"#),
+        "{xml}"
+    );
+    assert!(xml.contains("<error message=\"MUST: interrupted"), "{xml}");
+    assert!(
+        xml.contains("<skipped message=\"could not make create fail"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<property name="plugin.version" value="0.1.0"/>"#),
+        "{xml}"
+    );
+    assert!(xml.contains("SHOULD (warning)"), "{xml}");
+}
+
+fn quick_junit_parse(xml: &str) -> String {
+    xml.lines()
+        .filter(|l| l.trim_start().starts_with("<testsuite "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn json_validates_against_the_committed_schema() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/schema/run-record.v1.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let record: serde_json::Value = serde_json::from_str(GOLDEN).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&record)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut bad = record.clone();
+    bad["cases"][0]["verdict"] = "maybe".into();
+    assert!(!validator.is_valid(&bad));
+}
+
+#[test]
+fn merging_shards_gives_back_the_run() {
+    let whole = golden();
+    let mut a = whole.clone();
+    let mut b = whole.clone();
+    a.cases.retain(|c| c.clause.contains("CREATE"));
+    b.cases.retain(|c| !c.clause.contains("CREATE"));
+    a.run_id = "aaaa".into();
+    b.run_id = "bbbb".into();
+    let merged = merge::merge(vec![b.clone(), a.clone()]).unwrap();
+    assert_eq!(merged.cases, whole.cases, "cases back in spec order");
+    assert_eq!(merged.merged_from, vec!["bbbb", "aaaa"]);
+    assert_eq!(merged.tally(), whole.tally());
+    let err = merge::merge(vec![a.clone(), a.clone()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is in both run aaaa and run aaaa"), "{err}");
+    let mut other = b;
+    other.kind = "csi".into();
+    assert!(merge::merge(vec![a, other]).is_err());
+    assert!(merge::merge(vec![]).is_err());
+}
+
+#[test]
+fn redaction_reaches_every_writer() {
+    let r = golden();
+    let secret = r.cases[1].events[0]
+        .reproduce
+        .clone()
+        .unwrap()
+        .split("DHV_VOLUME_ID=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let red = redact::redact(&r, std::slice::from_ref(&secret));
+    for rendered in [
+        junit::render(&red).unwrap(),
+        html::render(&red).unwrap(),
+        json::render(&red).unwrap(),
+        summary::render(&red, Verbosity::Verbose),
+    ] {
+        assert!(!rendered.contains(&secret));
+        assert!(rendered.contains(redact::MARK));
+    }
+}
