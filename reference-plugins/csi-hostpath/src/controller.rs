@@ -1,0 +1,1052 @@
+//! The Controller service: provisioning (directories under `<state-dir>/volumes`),
+//! attachment bookkeeping, snapshots, clones, expansion and modification.
+//!
+//! Capacity is bookkeeping: a directory has no size, so each volume records the capacity it
+//! was given, and the plugin pretends to have [`TOTAL_CAPACITY_BYTES`] to hand out.
+//!
+//! Calls that change a volume hold that volume's lock (see `locks.rs`); CreateVolume and
+//! CreateSnapshot hold a lock on the requested name, so concurrent calls with one name make
+//! one volume or snapshot, and all of them get it back.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nomad_conform_proto::csi::v1::controller_server::Controller;
+use nomad_conform_proto::csi::v1::controller_service_capability::rpc::Type as RpcType;
+use nomad_conform_proto::csi::v1::controller_service_capability::{self, Rpc};
+use nomad_conform_proto::csi::v1::validate_volume_capabilities_response::Confirmed;
+use nomad_conform_proto::csi::v1::volume_content_source::{self, SnapshotSource, VolumeSource};
+use nomad_conform_proto::csi::v1::{
+    self as csi, ControllerExpandVolumeRequest, ControllerExpandVolumeResponse,
+    ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesResponse,
+    ControllerGetVolumeRequest, ControllerGetVolumeResponse, ControllerModifyVolumeRequest,
+    ControllerModifyVolumeResponse, ControllerPublishVolumeRequest,
+    ControllerPublishVolumeResponse, ControllerServiceCapability, ControllerUnpublishVolumeRequest,
+    ControllerUnpublishVolumeResponse, CreateSnapshotRequest, CreateSnapshotResponse,
+    CreateVolumeRequest, CreateVolumeResponse, DeleteSnapshotRequest, DeleteSnapshotResponse,
+    DeleteVolumeRequest, DeleteVolumeResponse, GetCapacityRequest, GetCapacityResponse,
+    GetSnapshotRequest, GetSnapshotResponse, ListSnapshotsRequest, ListSnapshotsResponse,
+    ListVolumesRequest, ListVolumesResponse, ValidateVolumeCapabilitiesRequest,
+    ValidateVolumeCapabilitiesResponse, VolumeContentSource, controller_get_volume_response,
+    list_snapshots_response, list_volumes_response,
+};
+use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+use crate::faults::Fault;
+use crate::locks::LockKey;
+use crate::plugin::Plugin;
+use crate::rpc;
+use crate::state::{ContentSource, ControllerPublication, Snapshot, State, Volume};
+
+/// Capacity of a volume created without a capacity_range: 1 GiB.
+pub const DEFAULT_VOLUME_BYTES: i64 = 1 << 30;
+
+/// What the plugin pretends to have: 100 GiB, minus what existing volumes were given.
+/// Snapshots are not counted.
+pub const TOTAL_CAPACITY_BYTES: i64 = 100 << 30;
+
+/// The mutable parameters CreateVolume and ControllerModifyVolume accept, with their allowed
+/// values. Anything else is INVALID_ARGUMENT. (Ordinary `parameters` are opaque: any are
+/// accepted and recorded.)
+pub const MUTABLE_PARAMETERS: &[(&str, &[&str])] = &[("tier", &["standard", "fast"])];
+
+/// How long the create-races fault waits between looking a name up and recording it.
+const RACE_WINDOW: Duration = Duration::from_millis(300);
+
+pub struct ControllerService {
+    plugin: Arc<Plugin>,
+}
+
+impl ControllerService {
+    pub fn new(plugin: Arc<Plugin>) -> Self {
+        ControllerService { plugin }
+    }
+
+    async fn handle_create_volume(
+        &self,
+        req: CreateVolumeRequest,
+    ) -> Result<CreateVolumeResponse, Status> {
+        let plugin = &*self.plugin;
+        let faults = &plugin.faults;
+        let name = if !req.name.is_empty() {
+            req.name.clone()
+        } else if faults.has(Fault::CreateAcceptsMissingName) {
+            format!("unnamed-{}", Uuid::new_v4())
+        } else {
+            return Err(Status::invalid_argument("name is required"));
+        };
+        if req.volume_capabilities.is_empty() {
+            return Err(Status::invalid_argument(
+                "volume_capabilities is required (at least one capability)",
+            ));
+        }
+        for capability in &req.volume_capabilities {
+            rpc::parse_capability(capability)?;
+        }
+        let (required, limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
+        check_mutable_parameters(&req.mutable_parameters)?;
+        let source = content_source(req.volume_content_source.as_ref())?;
+        let parameters = sorted(&req.parameters);
+
+        // create-races: without the name lock, concurrent creates with one name all see "no
+        // such volume" and each make their own.
+        let _name_lock = if faults.has(Fault::CreateRaces) {
+            None
+        } else {
+            Some(plugin.locks.lock(LockKey::VolumeName(&name)).await)
+        };
+
+        // A volume with this name exists: a retry gets it back if it matches the request.
+        if !faults.has(Fault::CreateNotIdempotent)
+            && let Some(existing) = plugin.store.read(|s| s.volume_by_name(&name).cloned())
+        {
+            self.check_same_request(&existing, required, limit, &parameters, source.as_ref())?;
+            return Ok(CreateVolumeResponse {
+                volume: Some(volume_message(&existing)),
+            });
+        }
+
+        // Hold the source's lock so it cannot be deleted halfway through the copy.
+        let (_source_lock, source_dir, source_bytes) = match &source {
+            None => (None, None, 0),
+            Some(ContentSource::Snapshot(id)) => {
+                let lock = plugin.locks.lock(LockKey::Snapshot(id)).await;
+                let snapshot = plugin
+                    .store
+                    .read(|s| s.snapshots.get(id).cloned())
+                    .ok_or_else(|| {
+                        Status::not_found(format!("source snapshot {id:?} does not exist"))
+                    })?;
+                (
+                    Some(lock),
+                    Some(plugin.storage.snapshot_dir(id)),
+                    snapshot.size_bytes,
+                )
+            }
+            Some(ContentSource::Volume(id)) => {
+                let lock = plugin.locks.lock(LockKey::Volume(id)).await;
+                let volume = plugin
+                    .store
+                    .read(|s| s.volumes.get(id).cloned())
+                    .ok_or_else(|| {
+                        Status::not_found(format!("source volume {id:?} does not exist"))
+                    })?;
+                (
+                    Some(lock),
+                    Some(plugin.storage.volume_dir(id)),
+                    volume.capacity_bytes,
+                )
+            }
+        };
+        let capacity = choose_capacity(required, limit, source_bytes)?;
+        plugin.store.read(|s| admit(s, capacity))?;
+
+        if faults.has(Fault::CreateRaces) {
+            tokio::time::sleep(RACE_WINDOW).await;
+        }
+
+        let volume = Volume {
+            id: Uuid::new_v4().to_string(),
+            name,
+            capacity_bytes: capacity,
+            parameters,
+            mutable_parameters: sorted(&req.mutable_parameters),
+            content_source: source,
+        };
+        let dir = plugin.storage.volume_dir(&volume.id);
+        plugin
+            .storage
+            .populate(dir.clone(), source_dir)
+            .await
+            .map_err(|err| rpc::internal("create the volume directory", err))?;
+        let saved = plugin.store.update(|s| {
+            admit(s, capacity)?;
+            s.volumes.insert(volume.id.clone(), volume.clone());
+            Ok(())
+        });
+        if let Err(status) = saved {
+            // Best effort: the error that matters is the one we return.
+            let _ = plugin.storage.remove(dir).await;
+            return Err(status);
+        }
+        Ok(CreateVolumeResponse {
+            volume: Some(volume_message(&volume)),
+        })
+    }
+
+    /// Whether a CreateVolume retry asks for what `existing` is: ALREADY_EXISTS if not.
+    fn check_same_request(
+        &self,
+        existing: &Volume,
+        required: i64,
+        limit: i64,
+        parameters: &BTreeMap<String, String>,
+        source: Option<&ContentSource>,
+    ) -> Result<(), Status> {
+        let capacity = existing.capacity_bytes;
+        let fits = (required == 0 || capacity >= required) && (limit == 0 || capacity <= limit);
+        if !fits && !self.plugin.faults.has(Fault::CreateIgnoresCapacityConflict) {
+            return Err(Status::already_exists(format!(
+                "volume named {:?} already exists (id {}) with {capacity} bytes, outside the \
+                 requested range (required_bytes {required}, limit_bytes {limit})",
+                existing.name, existing.id
+            )));
+        }
+        if existing.parameters != *parameters {
+            return Err(Status::already_exists(format!(
+                "volume named {:?} already exists (id {}) with other parameters",
+                existing.name, existing.id
+            )));
+        }
+        if existing.content_source.as_ref() != source {
+            return Err(Status::already_exists(format!(
+                "volume named {:?} already exists (id {}) with another content source",
+                existing.name, existing.id
+            )));
+        }
+        Ok(())
+    }
+
+    async fn handle_delete_volume(
+        &self,
+        req: DeleteVolumeRequest,
+    ) -> Result<DeleteVolumeResponse, Status> {
+        let plugin = &*self.plugin;
+        let id = req.volume_id.as_str();
+        rpc::require(id, "volume_id")?;
+        let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
+
+        let (exists, in_use) = plugin
+            .store
+            .read(|s| (s.volumes.contains_key(id), s.in_use_reason(id)));
+        if !exists {
+            // Deleting what is not there is success: the caller's goal is already reached.
+            if plugin.faults.has(Fault::DeleteUnknownNotFound) {
+                return Err(Status::not_found(format!("volume {id:?} does not exist")));
+            }
+            return Ok(DeleteVolumeResponse {});
+        }
+        if let Some(reason) = in_use
+            && !plugin.faults.has(Fault::DeleteInUseOk)
+        {
+            return Err(Status::failed_precondition(format!(
+                "volume {id:?} cannot be deleted: {reason}"
+            )));
+        }
+        plugin
+            .storage
+            .remove(plugin.storage.volume_dir(id))
+            .await
+            .map_err(|err| rpc::internal("remove the volume directory", err))?;
+        plugin.store.update(|s| {
+            s.volumes.remove(id);
+            Ok(())
+        })?;
+        Ok(DeleteVolumeResponse {})
+    }
+
+    async fn handle_publish(
+        &self,
+        req: ControllerPublishVolumeRequest,
+    ) -> Result<ControllerPublishVolumeResponse, Status> {
+        let plugin = &*self.plugin;
+        let faults = &plugin.faults;
+        let id = req.volume_id.as_str();
+        let node = req.node_id.as_str();
+        rpc::require(id, "volume_id")?;
+        rpc::require(node, "node_id")?;
+        let capability = rpc::required_capability(&req.volume_capability, "volume_capability")?;
+        let reply = ControllerPublishVolumeResponse {
+            publish_context: HashMap::from([
+                ("node_id".to_string(), node.to_string()),
+                ("readonly".to_string(), req.readonly.to_string()),
+            ]),
+        };
+        let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
+
+        if !plugin.store.read(|s| s.volumes.contains_key(id)) {
+            if faults.has(Fault::PublishUnknownVolumeOk) {
+                return Ok(reply);
+            }
+            return Err(Status::not_found(format!("volume {id:?} does not exist")));
+        }
+        if node != plugin.config.node_id && !faults.has(Fault::PublishUnknownNodeOk) {
+            return Err(Status::not_found(format!(
+                "node {node:?} does not exist: this plugin serves node {:?}",
+                plugin.config.node_id
+            )));
+        }
+        let publication = ControllerPublication {
+            volume_id: id.to_string(),
+            node_id: node.to_string(),
+            capability,
+            readonly: req.readonly,
+        };
+        let max = plugin.config.max_volumes_per_node;
+        plugin.store.update(|s| {
+            let publications = &mut s.controller_publications;
+            if let Some(existing) = publications
+                .iter_mut()
+                .find(|p| p.volume_id == id && p.node_id == node)
+            {
+                if *existing == publication {
+                    return Ok(()); // A retry: already done.
+                }
+                if !faults.has(Fault::PublishIncompatibleOk) {
+                    return Err(Status::already_exists(format!(
+                        "volume {id:?} is already published to node {node:?} with another \
+                         capability or readonly flag"
+                    )));
+                }
+                *existing = publication;
+                return Ok(());
+            }
+            let single_node = !publication.capability.access_mode.is_multi_node();
+            if let Some(other) = publications.iter().find(|p| {
+                p.volume_id == id && (single_node || !p.capability.access_mode.is_multi_node())
+            }) {
+                return Err(Status::failed_precondition(format!(
+                    "volume {id:?} is already published to node {:?} and its access mode \
+                     allows only one node",
+                    other.node_id
+                )));
+            }
+            let on_node = publications.iter().filter(|p| p.node_id == node).count();
+            if max > 0
+                && i64::try_from(on_node).unwrap_or(i64::MAX) >= max
+                && !faults.has(Fault::PublishIgnoresMaxVolumes)
+            {
+                return Err(Status::resource_exhausted(format!(
+                    "node {node:?} already has {on_node} published volumes, its maximum"
+                )));
+            }
+            publications.push(publication);
+            Ok(())
+        })?;
+        Ok(reply)
+    }
+
+    async fn handle_unpublish(
+        &self,
+        req: ControllerUnpublishVolumeRequest,
+    ) -> Result<ControllerUnpublishVolumeResponse, Status> {
+        let plugin = &*self.plugin;
+        let id = req.volume_id.as_str();
+        let node = req.node_id.as_str();
+        rpc::require(id, "volume_id")?;
+        let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
+
+        // An empty node_id means every node. An unknown volume or node is simply not
+        // published, which is what the caller wants: OK.
+        let matches =
+            |p: &ControllerPublication| p.volume_id == id && (node.is_empty() || p.node_id == node);
+        let published = plugin
+            .store
+            .read(|s| s.controller_publications.iter().any(matches));
+        if !published {
+            if plugin.faults.has(Fault::ControllerUnpublishNotIdempotent) {
+                return Err(Status::internal(format!(
+                    "volume {id:?} is not published to node {node:?}"
+                )));
+            }
+            return Ok(ControllerUnpublishVolumeResponse {});
+        }
+        plugin.store.update(|s| {
+            s.controller_publications.retain(|p| !matches(p));
+            Ok(())
+        })?;
+        Ok(ControllerUnpublishVolumeResponse {})
+    }
+
+    fn handle_validate(
+        &self,
+        req: ValidateVolumeCapabilitiesRequest,
+    ) -> Result<ValidateVolumeCapabilitiesResponse, Status> {
+        let plugin = &*self.plugin;
+        let faults = &plugin.faults;
+        let id = req.volume_id.as_str();
+        rpc::require(id, "volume_id")?;
+        if req.volume_capabilities.is_empty()
+            && !faults.has(Fault::ValidateAcceptsMissingCapabilities)
+        {
+            return Err(Status::invalid_argument(
+                "volume_capabilities is required (at least one capability)",
+            ));
+        }
+        let volume = plugin.store.read(|s| s.volumes.get(id).cloned());
+        if volume.is_none() && !faults.has(Fault::ValidateUnknownOk) {
+            return Err(Status::not_found(format!("volume {id:?} does not exist")));
+        }
+
+        // Confirm only if everything asked for is supported; otherwise say why not.
+        let mut problems: Vec<String> = req
+            .volume_capabilities
+            .iter()
+            .filter_map(|c| rpc::parse_capability(c).err())
+            .map(|status| status.message().to_string())
+            .collect();
+        if let Some(volume) = &volume
+            && !req.parameters.is_empty()
+            && sorted(&req.parameters) != volume.parameters
+        {
+            problems.push("parameters differ from those the volume was created with".into());
+        }
+        if let Err(status) = check_mutable_parameters(&req.mutable_parameters) {
+            problems.push(status.message().to_string());
+        }
+        if !problems.is_empty() {
+            return Ok(ValidateVolumeCapabilitiesResponse {
+                confirmed: None,
+                message: problems.join("; "),
+            });
+        }
+        Ok(ValidateVolumeCapabilitiesResponse {
+            confirmed: Some(Confirmed {
+                volume_context: req.volume_context,
+                volume_capabilities: req.volume_capabilities,
+                parameters: req.parameters,
+                mutable_parameters: req.mutable_parameters,
+            }),
+            message: String::new(),
+        })
+    }
+
+    fn handle_list_volumes(&self, req: ListVolumesRequest) -> Result<ListVolumesResponse, Status> {
+        let plugin = &*self.plugin;
+        let items = plugin.store.read(|s| {
+            s.volumes
+                .values()
+                .map(|v| {
+                    let entry = list_volumes_response::Entry {
+                        volume: Some(volume_message(v)),
+                        status: Some(list_volumes_response::VolumeStatus {
+                            published_node_ids: s.published_node_ids(&v.id),
+                            volume_condition: None,
+                        }),
+                    };
+                    (v.id.clone(), entry)
+                })
+                .collect()
+        });
+        let (entries, next_token) =
+            rpc::page(&plugin.faults, items, req.max_entries, &req.starting_token)?;
+        Ok(ListVolumesResponse {
+            entries,
+            next_token,
+        })
+    }
+
+    fn handle_get_capacity(&self, req: GetCapacityRequest) -> GetCapacityResponse {
+        // Capacity for capabilities this plugin cannot serve is zero.
+        let supported = req
+            .volume_capabilities
+            .iter()
+            .all(|c| rpc::parse_capability(c).is_ok());
+        let available = if supported {
+            self.plugin
+                .store
+                .read(|s| (TOTAL_CAPACITY_BYTES - s.allocated_bytes()).max(0))
+        } else {
+            0
+        };
+        GetCapacityResponse {
+            available_capacity: available,
+            maximum_volume_size: Some(available),
+            minimum_volume_size: None,
+        }
+    }
+
+    async fn handle_create_snapshot(
+        &self,
+        req: CreateSnapshotRequest,
+    ) -> Result<CreateSnapshotResponse, Status> {
+        let plugin = &*self.plugin;
+        let source = req.source_volume_id.as_str();
+        rpc::require(source, "source_volume_id")?;
+        rpc::require(&req.name, "name")?;
+        let _name_lock = plugin.locks.lock(LockKey::SnapshotName(&req.name)).await;
+
+        if !plugin.faults.has(Fault::SnapshotNotIdempotent)
+            && let Some(existing) = plugin
+                .store
+                .read(|s| s.snapshot_by_name(&req.name).cloned())
+        {
+            if existing.source_volume_id != source {
+                return Err(Status::already_exists(format!(
+                    "snapshot named {:?} already exists (id {}) for volume {:?}",
+                    existing.name, existing.id, existing.source_volume_id
+                )));
+            }
+            return Ok(CreateSnapshotResponse {
+                snapshot: Some(snapshot_message(&existing)),
+            });
+        }
+
+        let _volume_lock = plugin.locks.lock(LockKey::Volume(source)).await;
+        let volume = plugin
+            .store
+            .read(|s| s.volumes.get(source).cloned())
+            .ok_or_else(|| Status::not_found(format!("source volume {source:?} does not exist")))?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let snapshot = Snapshot {
+            id: Uuid::new_v4().to_string(),
+            name: req.name.clone(),
+            source_volume_id: source.to_string(),
+            size_bytes: volume.capacity_bytes,
+            created_seconds: i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
+            created_nanos: i32::try_from(now.subsec_nanos()).unwrap_or(0),
+        };
+        let dir = plugin.storage.snapshot_dir(&snapshot.id);
+        plugin
+            .storage
+            .populate(dir.clone(), Some(plugin.storage.volume_dir(source)))
+            .await
+            .map_err(|err| rpc::internal("copy the volume into the snapshot", err))?;
+        let saved = plugin.store.update(|s| {
+            s.snapshots.insert(snapshot.id.clone(), snapshot.clone());
+            Ok(())
+        });
+        if let Err(status) = saved {
+            let _ = plugin.storage.remove(dir).await;
+            return Err(status);
+        }
+        Ok(CreateSnapshotResponse {
+            snapshot: Some(snapshot_message(&snapshot)),
+        })
+    }
+
+    async fn handle_delete_snapshot(
+        &self,
+        req: DeleteSnapshotRequest,
+    ) -> Result<DeleteSnapshotResponse, Status> {
+        let plugin = &*self.plugin;
+        let id = req.snapshot_id.as_str();
+        rpc::require(id, "snapshot_id")?;
+        let _lock = plugin.locks.lock(LockKey::Snapshot(id)).await;
+
+        if !plugin.store.read(|s| s.snapshots.contains_key(id)) {
+            if plugin.faults.has(Fault::SnapshotDeleteUnknownNotFound) {
+                return Err(Status::not_found(format!("snapshot {id:?} does not exist")));
+            }
+            return Ok(DeleteSnapshotResponse {});
+        }
+        plugin
+            .storage
+            .remove(plugin.storage.snapshot_dir(id))
+            .await
+            .map_err(|err| rpc::internal("remove the snapshot directory", err))?;
+        plugin.store.update(|s| {
+            s.snapshots.remove(id);
+            Ok(())
+        })?;
+        Ok(DeleteSnapshotResponse {})
+    }
+
+    fn handle_list_snapshots(
+        &self,
+        req: ListSnapshotsRequest,
+    ) -> Result<ListSnapshotsResponse, Status> {
+        let plugin = &*self.plugin;
+        let ignore_filters = plugin.faults.has(Fault::ListSnapshotsIgnoresFilter);
+        // Filters that match nothing give an empty list, not an error.
+        let wanted = |s: &Snapshot| {
+            ignore_filters
+                || ((req.snapshot_id.is_empty() || s.id == req.snapshot_id)
+                    && (req.source_volume_id.is_empty()
+                        || s.source_volume_id == req.source_volume_id))
+        };
+        let items = plugin.store.read(|s| {
+            s.snapshots
+                .values()
+                .filter(|snap| wanted(snap))
+                .map(|snap| {
+                    let entry = list_snapshots_response::Entry {
+                        snapshot: Some(snapshot_message(snap)),
+                    };
+                    (snap.id.clone(), entry)
+                })
+                .collect()
+        });
+        let (entries, next_token) =
+            rpc::page(&plugin.faults, items, req.max_entries, &req.starting_token)?;
+        Ok(ListSnapshotsResponse {
+            entries,
+            next_token,
+        })
+    }
+
+    async fn handle_expand(
+        &self,
+        req: ControllerExpandVolumeRequest,
+    ) -> Result<ControllerExpandVolumeResponse, Status> {
+        let plugin = &*self.plugin;
+        let faults = &plugin.faults;
+        let id = req.volume_id.as_str();
+        rpc::require(id, "volume_id")?;
+        let range = rpc::require_some(&req.capacity_range, "capacity_range")?;
+        let (required, limit) = rpc::capacity_bounds(Some(range))?;
+        if required == 0 && limit == 0 {
+            return Err(Status::invalid_argument(
+                "capacity_range must set required_bytes or limit_bytes",
+            ));
+        }
+        if let Some(capability) = &req.volume_capability {
+            rpc::parse_capability(capability)?;
+        }
+        let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
+
+        let wanted = if required > 0 { required } else { limit };
+        let Some(volume) = plugin.store.read(|s| s.volumes.get(id).cloned()) else {
+            if faults.has(Fault::ExpandUnknownOk) {
+                return Ok(ControllerExpandVolumeResponse {
+                    capacity_bytes: wanted,
+                    node_expansion_required: false,
+                });
+            }
+            return Err(Status::not_found(format!("volume {id:?} does not exist")));
+        };
+        let current = volume.capacity_bytes;
+        // Volumes only grow: a request the volume already satisfies changes nothing.
+        // (expand-shrinks follows a smaller request down instead.)
+        let new_capacity = if wanted > current || faults.has(Fault::ExpandShrinks) {
+            wanted
+        } else {
+            current
+        };
+        if new_capacity != current {
+            plugin.store.update(|s| {
+                let others = s.allocated_bytes() - current;
+                if new_capacity > TOTAL_CAPACITY_BYTES - others {
+                    return Err(Status::out_of_range(format!(
+                        "cannot grow volume {id:?} to {new_capacity} bytes: only {} bytes are \
+                         available",
+                        TOTAL_CAPACITY_BYTES - others
+                    )));
+                }
+                if let Some(v) = s.volumes.get_mut(id) {
+                    v.capacity_bytes = new_capacity;
+                }
+                Ok(())
+            })?;
+        }
+        // A volume in use on the node gets a NodeExpandVolume too, on every answer, so that a
+        // retried call still tells the CO to do it.
+        let node_expansion_required = plugin.store.read(|s| s.is_used_on_node(id));
+        Ok(ControllerExpandVolumeResponse {
+            capacity_bytes: new_capacity,
+            node_expansion_required,
+        })
+    }
+
+    async fn handle_modify(
+        &self,
+        req: ControllerModifyVolumeRequest,
+    ) -> Result<ControllerModifyVolumeResponse, Status> {
+        let plugin = &*self.plugin;
+        let id = req.volume_id.as_str();
+        rpc::require(id, "volume_id")?;
+        if req.mutable_parameters.is_empty() {
+            return Err(Status::invalid_argument(
+                "mutable_parameters is required (at least one parameter)",
+            ));
+        }
+        check_mutable_parameters(&req.mutable_parameters)?;
+        let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
+
+        if !plugin.store.read(|s| s.volumes.contains_key(id)) {
+            if plugin.faults.has(Fault::ModifyUnknownOk) {
+                return Ok(ControllerModifyVolumeResponse {});
+            }
+            return Err(Status::not_found(format!("volume {id:?} does not exist")));
+        }
+        plugin.store.update(|s| {
+            if let Some(volume) = s.volumes.get_mut(id) {
+                volume
+                    .mutable_parameters
+                    .extend(sorted(&req.mutable_parameters));
+            }
+            Ok(())
+        })?;
+        Ok(ControllerModifyVolumeResponse {})
+    }
+
+    fn handle_get_volume(
+        &self,
+        req: ControllerGetVolumeRequest,
+    ) -> Result<ControllerGetVolumeResponse, Status> {
+        let id = req.volume_id.as_str();
+        rpc::require(id, "volume_id")?;
+        self.plugin
+            .store
+            .read(|s| {
+                let volume = s.volumes.get(id)?;
+                Some(ControllerGetVolumeResponse {
+                    volume: Some(volume_message(volume)),
+                    status: Some(controller_get_volume_response::VolumeStatus {
+                        published_node_ids: s.published_node_ids(id),
+                        volume_condition: None,
+                    }),
+                })
+            })
+            .ok_or_else(|| Status::not_found(format!("volume {id:?} does not exist")))
+    }
+}
+
+/// The controller RPCs this plugin implements. GetSnapshot and VOLUME_CONDITION are not
+/// among them; neither is SINGLE_NODE_MULTI_WRITER (see `rpc::parse_capability`).
+fn controller_capabilities() -> Vec<ControllerServiceCapability> {
+    [
+        RpcType::CreateDeleteVolume,
+        RpcType::PublishUnpublishVolume,
+        RpcType::ListVolumes,
+        RpcType::ListVolumesPublishedNodes,
+        RpcType::GetCapacity,
+        RpcType::CreateDeleteSnapshot,
+        RpcType::ListSnapshots,
+        RpcType::CloneVolume,
+        RpcType::ExpandVolume,
+        RpcType::ModifyVolume,
+        RpcType::GetVolume,
+    ]
+    .into_iter()
+    .map(|rpc| ControllerServiceCapability {
+        r#type: Some(controller_service_capability::Type::Rpc(Rpc {
+            r#type: rpc as i32,
+        })),
+    })
+    .collect()
+}
+
+/// The capacity a new volume gets: `required_bytes` if set, else the default (capped by
+/// `limit_bytes`), and never less than its content source.
+fn choose_capacity(required: i64, limit: i64, source_bytes: i64) -> Result<i64, Status> {
+    let mut capacity = match (required, limit) {
+        (0, 0) => DEFAULT_VOLUME_BYTES,
+        (0, limit) => DEFAULT_VOLUME_BYTES.min(limit),
+        (required, _) => required,
+    };
+    if capacity < source_bytes {
+        if limit > 0 && limit < source_bytes {
+            return Err(Status::out_of_range(format!(
+                "the content source holds {source_bytes} bytes, more than limit_bytes {limit}"
+            )));
+        }
+        capacity = source_bytes;
+    }
+    if capacity > TOTAL_CAPACITY_BYTES {
+        return Err(Status::out_of_range(format!(
+            "volumes can be at most {TOTAL_CAPACITY_BYTES} bytes, {capacity} were requested"
+        )));
+    }
+    Ok(capacity)
+}
+
+/// RESOURCE_EXHAUSTED unless `capacity` more bytes are still available.
+fn admit(state: &State, capacity: i64) -> Result<(), Status> {
+    let available = TOTAL_CAPACITY_BYTES - state.allocated_bytes();
+    if capacity > available {
+        return Err(Status::resource_exhausted(format!(
+            "not enough capacity: {capacity} bytes requested, {available} available"
+        )));
+    }
+    Ok(())
+}
+
+fn check_mutable_parameters(parameters: &HashMap<String, String>) -> Result<(), Status> {
+    for (key, value) in sorted(parameters) {
+        let Some((_, allowed)) = MUTABLE_PARAMETERS.iter().find(|(k, _)| *k == key) else {
+            let known: Vec<&str> = MUTABLE_PARAMETERS.iter().map(|(k, _)| *k).collect();
+            return Err(Status::invalid_argument(format!(
+                "mutable parameter {key:?} is not supported (supported: {})",
+                known.join(", ")
+            )));
+        };
+        if !allowed.contains(&value.as_str()) {
+            return Err(Status::invalid_argument(format!(
+                "mutable parameter {key:?} must be one of {}, got {value:?}",
+                allowed.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn content_source(source: Option<&VolumeContentSource>) -> Result<Option<ContentSource>, Status> {
+    let Some(source) = source else {
+        return Ok(None);
+    };
+    match &source.r#type {
+        Some(volume_content_source::Type::Snapshot(s)) => {
+            rpc::require(&s.snapshot_id, "volume_content_source.snapshot.snapshot_id")?;
+            Ok(Some(ContentSource::Snapshot(s.snapshot_id.clone())))
+        }
+        Some(volume_content_source::Type::Volume(v)) => {
+            rpc::require(&v.volume_id, "volume_content_source.volume.volume_id")?;
+            Ok(Some(ContentSource::Volume(v.volume_id.clone())))
+        }
+        None => Err(Status::invalid_argument(
+            "volume_content_source names neither a snapshot nor a volume",
+        )),
+    }
+}
+
+fn sorted(map: &HashMap<String, String>) -> BTreeMap<String, String> {
+    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+fn volume_message(volume: &Volume) -> csi::Volume {
+    let content_source = volume
+        .content_source
+        .as_ref()
+        .map(|source| VolumeContentSource {
+            r#type: Some(match source {
+                ContentSource::Snapshot(id) => {
+                    volume_content_source::Type::Snapshot(SnapshotSource {
+                        snapshot_id: id.clone(),
+                    })
+                }
+                ContentSource::Volume(id) => volume_content_source::Type::Volume(VolumeSource {
+                    volume_id: id.clone(),
+                }),
+            }),
+        });
+    csi::Volume {
+        capacity_bytes: volume.capacity_bytes,
+        volume_id: volume.id.clone(),
+        volume_context: HashMap::new(),
+        content_source,
+        accessible_topology: Vec::new(),
+    }
+}
+
+fn snapshot_message(snapshot: &Snapshot) -> csi::Snapshot {
+    csi::Snapshot {
+        size_bytes: snapshot.size_bytes,
+        snapshot_id: snapshot.id.clone(),
+        source_volume_id: snapshot.source_volume_id.clone(),
+        creation_time: Some(prost_types::Timestamp {
+            seconds: snapshot.created_seconds,
+            nanos: snapshot.created_nanos,
+        }),
+        // Copies are complete when CreateSnapshot returns.
+        ready_to_use: true,
+        group_snapshot_id: String::new(),
+    }
+}
+
+#[tonic::async_trait]
+impl Controller for ControllerService {
+    async fn create_volume(
+        &self,
+        request: Request<CreateVolumeRequest>,
+    ) -> Result<Response<CreateVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("name={:?}", req.name);
+        let result = self.handle_create_volume(req).await;
+        rpc::finish(&self.plugin.faults, "CreateVolume", &subject, result)
+    }
+
+    async fn delete_volume(
+        &self,
+        request: Request<DeleteVolumeRequest>,
+    ) -> Result<Response<DeleteVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("volume={:?}", req.volume_id);
+        let result = self.handle_delete_volume(req).await;
+        rpc::finish(&self.plugin.faults, "DeleteVolume", &subject, result)
+    }
+
+    async fn controller_publish_volume(
+        &self,
+        request: Request<ControllerPublishVolumeRequest>,
+    ) -> Result<Response<ControllerPublishVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("volume={:?} node={:?}", req.volume_id, req.node_id);
+        let result = self.handle_publish(req).await;
+        rpc::finish(
+            &self.plugin.faults,
+            "ControllerPublishVolume",
+            &subject,
+            result,
+        )
+    }
+
+    async fn controller_unpublish_volume(
+        &self,
+        request: Request<ControllerUnpublishVolumeRequest>,
+    ) -> Result<Response<ControllerUnpublishVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("volume={:?} node={:?}", req.volume_id, req.node_id);
+        let result = self.handle_unpublish(req).await;
+        rpc::finish(
+            &self.plugin.faults,
+            "ControllerUnpublishVolume",
+            &subject,
+            result,
+        )
+    }
+
+    async fn validate_volume_capabilities(
+        &self,
+        request: Request<ValidateVolumeCapabilitiesRequest>,
+    ) -> Result<Response<ValidateVolumeCapabilitiesResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("volume={:?}", req.volume_id);
+        let result = self.handle_validate(req);
+        rpc::finish(
+            &self.plugin.faults,
+            "ValidateVolumeCapabilities",
+            &subject,
+            result,
+        )
+    }
+
+    async fn list_volumes(
+        &self,
+        request: Request<ListVolumesRequest>,
+    ) -> Result<Response<ListVolumesResponse>, Status> {
+        let result = self.handle_list_volumes(request.into_inner());
+        rpc::finish(&self.plugin.faults, "ListVolumes", "", result)
+    }
+
+    async fn get_capacity(
+        &self,
+        request: Request<GetCapacityRequest>,
+    ) -> Result<Response<GetCapacityResponse>, Status> {
+        let reply = self.handle_get_capacity(request.into_inner());
+        rpc::finish(&self.plugin.faults, "GetCapacity", "", Ok(reply))
+    }
+
+    async fn controller_get_capabilities(
+        &self,
+        _request: Request<ControllerGetCapabilitiesRequest>,
+    ) -> Result<Response<ControllerGetCapabilitiesResponse>, Status> {
+        let reply = ControllerGetCapabilitiesResponse {
+            capabilities: controller_capabilities(),
+        };
+        rpc::finish(
+            &self.plugin.faults,
+            "ControllerGetCapabilities",
+            "",
+            Ok(reply),
+        )
+    }
+
+    async fn create_snapshot(
+        &self,
+        request: Request<CreateSnapshotRequest>,
+    ) -> Result<Response<CreateSnapshotResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("name={:?} source={:?}", req.name, req.source_volume_id);
+        let result = self.handle_create_snapshot(req).await;
+        rpc::finish(&self.plugin.faults, "CreateSnapshot", &subject, result)
+    }
+
+    async fn delete_snapshot(
+        &self,
+        request: Request<DeleteSnapshotRequest>,
+    ) -> Result<Response<DeleteSnapshotResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("snapshot={:?}", req.snapshot_id);
+        let result = self.handle_delete_snapshot(req).await;
+        rpc::finish(&self.plugin.faults, "DeleteSnapshot", &subject, result)
+    }
+
+    async fn list_snapshots(
+        &self,
+        request: Request<ListSnapshotsRequest>,
+    ) -> Result<Response<ListSnapshotsResponse>, Status> {
+        let result = self.handle_list_snapshots(request.into_inner());
+        rpc::finish(&self.plugin.faults, "ListSnapshots", "", result)
+    }
+
+    async fn get_snapshot(
+        &self,
+        _request: Request<GetSnapshotRequest>,
+    ) -> Result<Response<GetSnapshotResponse>, Status> {
+        let result = Err(Status::unimplemented(
+            "GetSnapshot is not implemented (GET_SNAPSHOT is not advertised); use ListSnapshots \
+             with snapshot_id",
+        ));
+        rpc::finish(&self.plugin.faults, "GetSnapshot", "", result)
+    }
+
+    async fn controller_expand_volume(
+        &self,
+        request: Request<ControllerExpandVolumeRequest>,
+    ) -> Result<Response<ControllerExpandVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("volume={:?}", req.volume_id);
+        let result = self.handle_expand(req).await;
+        rpc::finish(
+            &self.plugin.faults,
+            "ControllerExpandVolume",
+            &subject,
+            result,
+        )
+    }
+
+    async fn controller_get_volume(
+        &self,
+        request: Request<ControllerGetVolumeRequest>,
+    ) -> Result<Response<ControllerGetVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("volume={:?}", req.volume_id);
+        let result = self.handle_get_volume(req);
+        rpc::finish(&self.plugin.faults, "ControllerGetVolume", &subject, result)
+    }
+
+    async fn controller_modify_volume(
+        &self,
+        request: Request<ControllerModifyVolumeRequest>,
+    ) -> Result<Response<ControllerModifyVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let subject = format!("volume={:?}", req.volume_id);
+        let result = self.handle_modify(req).await;
+        rpc::finish(
+            &self.plugin.faults,
+            "ControllerModifyVolume",
+            &subject,
+            result,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_follows_the_range_and_the_source() {
+        assert_eq!(
+            choose_capacity(0, 0, 0).expect("default"),
+            DEFAULT_VOLUME_BYTES
+        );
+        assert_eq!(choose_capacity(0, 4096, 0).expect("capped"), 4096);
+        assert_eq!(choose_capacity(5000, 0, 0).expect("required"), 5000);
+        assert_eq!(choose_capacity(100, 0, 7000).expect("source"), 7000);
+        assert_eq!(
+            choose_capacity(100, 1000, 7000).unwrap_err().code(),
+            tonic::Code::OutOfRange
+        );
+        assert_eq!(
+            choose_capacity(TOTAL_CAPACITY_BYTES + 1, 0, 0)
+                .unwrap_err()
+                .code(),
+            tonic::Code::OutOfRange
+        );
+    }
+
+    #[test]
+    fn only_known_mutable_parameters_pass() {
+        let params = |k: &str, v: &str| HashMap::from([(k.to_string(), v.to_string())]);
+        assert!(check_mutable_parameters(&params("tier", "fast")).is_ok());
+        assert!(check_mutable_parameters(&params("tier", "gold")).is_err());
+        assert!(check_mutable_parameters(&params("colour", "blue")).is_err());
+        assert!(check_mutable_parameters(&HashMap::new()).is_ok());
+    }
+}

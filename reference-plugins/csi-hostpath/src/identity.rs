@@ -1,0 +1,109 @@
+//! The Identity service: who the plugin is, what it supports, whether it is ready.
+//!
+//! Nomad calls GetPluginInfo once at registration (an empty name is fatal there), and Probe
+//! every 30 s with a 5 s timeout (a missing `ready` counts as ready).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nomad_conform_proto::csi::v1::identity_server::Identity;
+use nomad_conform_proto::csi::v1::plugin_capability::{self, service, volume_expansion};
+use nomad_conform_proto::csi::v1::{
+    GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse, GetPluginInfoRequest,
+    GetPluginInfoResponse, PluginCapability, ProbeRequest, ProbeResponse,
+};
+use tonic::{Request, Response, Status};
+
+use crate::faults::Fault;
+use crate::plugin::{PLUGIN_NAME, Plugin};
+use crate::rpc;
+
+pub struct IdentityService {
+    plugin: Arc<Plugin>,
+}
+
+impl IdentityService {
+    pub fn new(plugin: Arc<Plugin>) -> Self {
+        IdentityService { plugin }
+    }
+
+    fn plugin_info(&self) -> GetPluginInfoResponse {
+        let name = if self.plugin.faults.has(Fault::EmptyPluginName) {
+            ""
+        } else {
+            PLUGIN_NAME
+        };
+        GetPluginInfoResponse {
+            name: name.to_string(),
+            vendor_version: env!("CARGO_PKG_VERSION").to_string(),
+            manifest: Default::default(),
+        }
+    }
+
+    async fn probe(&self) -> Result<ProbeResponse, Status> {
+        let faults = &self.plugin.faults;
+        if faults.has(Fault::SlowProbe) {
+            tokio::time::sleep(Duration::from_secs(6)).await;
+        }
+        if faults.has(Fault::ProbeError) {
+            return Err(Status::failed_precondition(
+                "plugin is not healthy (probe-error fault)",
+            ));
+        }
+        // Nothing to wait for: the state was loaded before the socket was opened.
+        let ready = !faults.has(Fault::ProbeNotReady);
+        Ok(ProbeResponse { ready: Some(ready) })
+    }
+}
+
+/// The plugin serves the Controller service and can grow volumes while they are in use.
+fn plugin_capabilities() -> Vec<PluginCapability> {
+    vec![
+        PluginCapability {
+            r#type: Some(plugin_capability::Type::Service(
+                plugin_capability::Service {
+                    r#type: service::Type::ControllerService as i32,
+                },
+            )),
+        },
+        PluginCapability {
+            r#type: Some(plugin_capability::Type::VolumeExpansion(
+                plugin_capability::VolumeExpansion {
+                    r#type: volume_expansion::Type::Online as i32,
+                },
+            )),
+        },
+    ]
+}
+
+#[tonic::async_trait]
+impl Identity for IdentityService {
+    async fn get_plugin_info(
+        &self,
+        _request: Request<GetPluginInfoRequest>,
+    ) -> Result<Response<GetPluginInfoResponse>, Status> {
+        rpc::finish(
+            &self.plugin.faults,
+            "GetPluginInfo",
+            "",
+            Ok(self.plugin_info()),
+        )
+    }
+
+    async fn get_plugin_capabilities(
+        &self,
+        _request: Request<GetPluginCapabilitiesRequest>,
+    ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
+        let reply = GetPluginCapabilitiesResponse {
+            capabilities: plugin_capabilities(),
+        };
+        rpc::finish(&self.plugin.faults, "GetPluginCapabilities", "", Ok(reply))
+    }
+
+    async fn probe(
+        &self,
+        _request: Request<ProbeRequest>,
+    ) -> Result<Response<ProbeResponse>, Status> {
+        rpc::finish(&self.plugin.faults, "Probe", "", self.probe().await)
+    }
+}

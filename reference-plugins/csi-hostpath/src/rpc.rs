@@ -1,0 +1,330 @@
+//! Helpers shared by the three services: answering a call (with a log line), checking
+//! required fields, turning a `VolumeCapability` into what this plugin supports, and the
+//! opaque page tokens of ListVolumes and ListSnapshots.
+//!
+//! Errors follow the CSI error scheme: a gRPC code from the spec's tables and a message a
+//! person can act on ("volume \"x\" does not exist"), with empty status details.
+
+use nomad_conform_proto::csi::v1::volume_capability::AccessType;
+use nomad_conform_proto::csi::v1::volume_capability::access_mode::Mode;
+use nomad_conform_proto::csi::v1::{CapacityRange, VolumeCapability};
+use prost::Message;
+use tonic::codegen::Bytes;
+use tonic::{Response, Status};
+
+use crate::faults::{Fault, Faults};
+use crate::state::{AccessMode, Capability};
+
+/// Turns a handler's result into the gRPC answer and logs one line about it to stderr.
+///
+/// `subject` names what the call was about (a volume id, a name, a path) for the log.
+pub fn finish<T>(
+    faults: &Faults,
+    method: &str,
+    subject: &str,
+    result: Result<T, Status>,
+) -> Result<Response<T>, Status> {
+    let call = if subject.is_empty() {
+        method.to_string()
+    } else {
+        format!("{method} {subject}")
+    };
+    match result {
+        Ok(reply) => {
+            eprintln!("{call}: OK");
+            Ok(Response::new(reply))
+        }
+        Err(status) => {
+            eprintln!("{call}: {:?}: {}", status.code(), status.message());
+            if faults.has(Fault::ErrorDetails) {
+                return Err(with_details(status));
+            }
+            Err(status)
+        }
+    }
+}
+
+/// The error-details fault: the same error, plus a `google.rpc.Status` in the details, which
+/// the CSI spec forbids.
+fn with_details(status: Status) -> Status {
+    #[derive(Clone, PartialEq, Message)]
+    struct RpcStatus {
+        #[prost(int32, tag = "1")]
+        code: i32,
+        #[prost(string, tag = "2")]
+        message: String,
+    }
+    let details = RpcStatus {
+        code: status.code() as i32,
+        message: status.message().to_string(),
+    };
+    Status::with_details(
+        status.code(),
+        status.message(),
+        Bytes::from(details.encode_to_vec()),
+    )
+}
+
+/// INVALID_ARGUMENT unless `value` is non-empty.
+pub fn require(value: &str, field: &str) -> Result<(), Status> {
+    if value.is_empty() {
+        return Err(Status::invalid_argument(format!("{field} is required")));
+    }
+    Ok(())
+}
+
+/// A required message field: INVALID_ARGUMENT if absent.
+pub fn require_some<'a, T>(value: &'a Option<T>, field: &str) -> Result<&'a T, Status> {
+    value
+        .as_ref()
+        .ok_or_else(|| Status::invalid_argument(format!("{field} is required")))
+}
+
+/// An error that says what failed and why, as INTERNAL.
+pub fn internal(what: &str, err: impl std::fmt::Display) -> Status {
+    Status::internal(format!("failed to {what}: {err}"))
+}
+
+/// Checks a capability and reduces it to what this plugin supports.
+///
+/// Volumes here are directories, so only the mount access type is supported, with any
+/// fs_type (there is no file system to make: the directory is bind-mounted as it is).
+/// Mount flags and volume_mount_group are recorded but not applied. Block access is refused
+/// with INVALID_ARGUMENT: there is no block device to hand out.
+pub fn parse_capability(cap: &VolumeCapability) -> Result<Capability, Status> {
+    let mount = match &cap.access_type {
+        Some(AccessType::Mount(mount)) => mount,
+        Some(AccessType::Block(_)) => {
+            return Err(Status::invalid_argument(
+                "block volumes are not supported: this plugin provides directories, use the \
+                 mount access type",
+            ));
+        }
+        None => {
+            return Err(Status::invalid_argument(
+                "volume capability has no access type (block or mount)",
+            ));
+        }
+    };
+    let mode = cap
+        .access_mode
+        .as_ref()
+        .map(|m| m.mode)
+        .ok_or_else(|| Status::invalid_argument("volume capability has no access mode"))?;
+    let access_mode = match Mode::try_from(mode) {
+        Ok(Mode::SingleNodeWriter) => AccessMode::SingleNodeWriter,
+        Ok(Mode::SingleNodeReaderOnly) => AccessMode::SingleNodeReaderOnly,
+        Ok(Mode::MultiNodeReaderOnly) => AccessMode::MultiNodeReaderOnly,
+        Ok(Mode::MultiNodeSingleWriter) => AccessMode::MultiNodeSingleWriter,
+        Ok(Mode::MultiNodeMultiWriter) => AccessMode::MultiNodeMultiWriter,
+        Ok(Mode::SingleNodeSingleWriter) => AccessMode::SingleNodeSingleWriter,
+        Ok(Mode::SingleNodeMultiWriter) => AccessMode::SingleNodeMultiWriter,
+        Ok(Mode::Unknown) | Err(_) => {
+            return Err(Status::invalid_argument(format!(
+                "access mode {mode} is not supported"
+            )));
+        }
+    };
+    Ok(Capability {
+        access_mode,
+        fs_type: mount.fs_type.clone(),
+        mount_flags: mount.mount_flags.clone(),
+        volume_mount_group: mount.volume_mount_group.clone(),
+    })
+}
+
+/// A capability that must be present and supported.
+pub fn required_capability(
+    cap: &Option<VolumeCapability>,
+    field: &str,
+) -> Result<Capability, Status> {
+    parse_capability(require_some(cap, field)?)
+}
+
+/// A checked capacity range: `(required, limit)`, where 0 means "no bound".
+pub fn capacity_bounds(range: Option<&CapacityRange>) -> Result<(i64, i64), Status> {
+    let Some(range) = range else {
+        return Ok((0, 0));
+    };
+    let (required, limit) = (range.required_bytes, range.limit_bytes);
+    if required < 0 || limit < 0 {
+        return Err(Status::invalid_argument(format!(
+            "capacity_range must not be negative (required_bytes {required}, limit_bytes {limit})"
+        )));
+    }
+    if limit > 0 && limit < required {
+        return Err(Status::invalid_argument(format!(
+            "capacity_range limit_bytes {limit} is smaller than required_bytes {required}"
+        )));
+    }
+    Ok((required, limit))
+}
+
+/// One page of a listing, keyed and ordered by id.
+///
+/// Tokens are opaque to callers: `n1.` followed by the hex of the last id returned. The next
+/// page starts after that id, so deleting entries between pages does not break a listing. A
+/// token this plugin could not have issued is ABORTED, as the spec asks.
+pub fn page<T>(
+    faults: &Faults,
+    items: Vec<(String, T)>,
+    max_entries: i32,
+    starting_token: &str,
+) -> Result<(Vec<T>, String), Status> {
+    if max_entries < 0 {
+        return Err(Status::invalid_argument(format!(
+            "max_entries must not be negative, got {max_entries}"
+        )));
+    }
+    let after = match decode_token(starting_token) {
+        Some(after) => after,
+        // list-bad-token-ok: start from the beginning instead of refusing the token.
+        None if faults.has(Fault::ListBadTokenOk) => None,
+        None => {
+            return Err(Status::aborted(format!(
+                "starting_token {starting_token:?} was not issued by this plugin"
+            )));
+        }
+    };
+    let mut rest: Vec<(String, T)> = match &after {
+        Some(after) => items.into_iter().filter(|(id, _)| id > after).collect(),
+        None => items,
+    };
+    // list-ignores-max-entries: return everything whatever the caller asked for.
+    let limit = if max_entries == 0 || faults.has(Fault::ListIgnoresMaxEntries) {
+        rest.len()
+    } else {
+        usize::try_from(max_entries).unwrap_or(usize::MAX)
+    };
+    let next_token = if rest.len() > limit {
+        rest.truncate(limit);
+        rest.last()
+            .map(|(id, _)| encode_token(id))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    Ok((rest.into_iter().map(|(_, item)| item).collect(), next_token))
+}
+
+const TOKEN_PREFIX: &str = "n1.";
+
+fn encode_token(last_id: &str) -> String {
+    let hex: String = last_id.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{TOKEN_PREFIX}{hex}")
+}
+
+/// `Some(None)` for the empty token (first page), `Some(Some(id))` for one of ours, `None`
+/// for anything else.
+fn decode_token(token: &str) -> Option<Option<String>> {
+    if token.is_empty() {
+        return Some(None);
+    }
+    let hex = token.strip_prefix(TOKEN_PREFIX)?;
+    if hex.is_empty() || hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        })
+        .collect();
+    String::from_utf8(bytes?).ok().map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use nomad_conform_proto::csi::v1::volume_capability::{
+        AccessMode as ProtoMode, BlockVolume, MountVolume,
+    };
+
+    use tonic::Code;
+
+    use super::*;
+
+    fn items(ids: &[&str]) -> Vec<(String, String)> {
+        ids.iter()
+            .map(|id| (id.to_string(), id.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn pages_follow_tokens_to_the_end() {
+        let faults = Faults::default();
+        let all = items(&["a", "b", "c", "d", "e"]);
+        let (first, token) = page(&faults, all.clone(), 2, "").expect("page 1");
+        assert_eq!(first, ["a", "b"]);
+        let (second, token) = page(&faults, all.clone(), 2, &token).expect("page 2");
+        assert_eq!(second, ["c", "d"]);
+        let (third, token) = page(&faults, all.clone(), 2, &token).expect("page 3");
+        assert_eq!(
+            (third.as_slice(), token.as_str()),
+            (&["e".to_string()][..], "")
+        );
+        let (everything, token) = page(&faults, all, 0, "").expect("unlimited");
+        assert_eq!((everything.len(), token.as_str()), (5, ""));
+    }
+
+    #[test]
+    fn foreign_tokens_are_aborted() {
+        let faults = Faults::default();
+        for token in ["garbage", "999999", "n1.", "n1.zz", "n1.f"] {
+            let err = page(&faults, items(&["a"]), 1, token).unwrap_err();
+            assert_eq!(err.code(), Code::Aborted, "{token}");
+        }
+        let lenient = Faults::new([Fault::ListBadTokenOk]);
+        assert!(page(&lenient, items(&["a"]), 1, "garbage").is_ok());
+    }
+
+    #[test]
+    fn capabilities_are_checked() {
+        let mount = VolumeCapability {
+            access_type: Some(AccessType::Mount(MountVolume::default())),
+            access_mode: Some(ProtoMode {
+                mode: Mode::MultiNodeMultiWriter as i32,
+            }),
+        };
+        assert_eq!(
+            parse_capability(&mount).expect("supported").access_mode,
+            AccessMode::MultiNodeMultiWriter
+        );
+        let block = VolumeCapability {
+            access_type: Some(AccessType::Block(BlockVolume {})),
+            ..mount.clone()
+        };
+        assert_eq!(
+            parse_capability(&block).unwrap_err().code(),
+            Code::InvalidArgument
+        );
+        let unknown_mode = VolumeCapability {
+            access_mode: Some(ProtoMode { mode: 0 }),
+            ..mount.clone()
+        };
+        assert_eq!(
+            parse_capability(&unknown_mode).unwrap_err().code(),
+            Code::InvalidArgument
+        );
+        let no_mode = VolumeCapability {
+            access_mode: None,
+            ..mount
+        };
+        assert_eq!(
+            parse_capability(&no_mode).unwrap_err().code(),
+            Code::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn capacity_bounds_reject_nonsense() {
+        let range = |r, l| CapacityRange {
+            required_bytes: r,
+            limit_bytes: l,
+        };
+        assert_eq!(capacity_bounds(None).expect("none"), (0, 0));
+        assert_eq!(capacity_bounds(Some(&range(5, 10))).expect("ok"), (5, 10));
+        assert!(capacity_bounds(Some(&range(10, 5))).is_err());
+        assert!(capacity_bounds(Some(&range(-1, 0))).is_err());
+    }
+}

@@ -1,0 +1,359 @@
+//! Everything the plugin remembers, persisted in `<state-dir>/state.json`.
+//!
+//! CSI calls are retried and the plugin may be restarted at any time (Nomad restarts plugin
+//! tasks, a node reboots), so idempotency needs memory: which volumes exist under which name,
+//! where each one is published and staged, and with which arguments. All of it lives in one
+//! [`State`], changed only through [`Store::update`], which writes the whole file atomically
+//! (temporary file, fsync, rename) before the change becomes visible. A change whose file
+//! cannot be written is rolled back, so memory and disk never disagree.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use tonic::Status;
+
+/// The whole persisted state. Maps are keyed by id or path and ordered, so listings and the
+/// file itself are deterministic.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct State {
+    /// Volumes by id.
+    pub volumes: BTreeMap<String, Volume>,
+    /// Snapshots by id.
+    pub snapshots: BTreeMap<String, Snapshot>,
+    /// ControllerPublishVolume results: which volume is attached to which node.
+    pub controller_publications: Vec<ControllerPublication>,
+    /// NodeStageVolume results, by staging_target_path.
+    pub stagings: BTreeMap<String, Staging>,
+    /// NodePublishVolume results, by target_path.
+    pub node_publications: BTreeMap<String, NodePublication>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Volume {
+    pub id: String,
+    /// The CreateVolume name; unique among volumes (the idempotency key).
+    pub name: String,
+    /// Bookkeeping only: directories have no size of their own.
+    pub capacity_bytes: i64,
+    pub parameters: BTreeMap<String, String>,
+    pub mutable_parameters: BTreeMap<String, String>,
+    pub content_source: Option<ContentSource>,
+}
+
+/// Where a volume's initial contents came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContentSource {
+    Snapshot(String),
+    Volume(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub id: String,
+    /// The CreateSnapshot name; unique among snapshots.
+    pub name: String,
+    pub source_volume_id: String,
+    /// The source volume's capacity when the snapshot was cut: a volume restored from it
+    /// must be at least this large.
+    pub size_bytes: i64,
+    /// Creation time as seconds and nanoseconds since the Unix epoch.
+    pub created_seconds: i64,
+    pub created_nanos: i32,
+}
+
+/// A volume capability, validated and reduced to what this plugin supports (mounted file
+/// systems only; see `rpc::parse_capability`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capability {
+    pub access_mode: AccessMode,
+    pub fs_type: String,
+    pub mount_flags: Vec<String>,
+    pub volume_mount_group: String,
+}
+
+/// The CSI access modes (UNKNOWN is rejected before it gets here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AccessMode {
+    SingleNodeWriter,
+    SingleNodeReaderOnly,
+    MultiNodeReaderOnly,
+    MultiNodeSingleWriter,
+    MultiNodeMultiWriter,
+    SingleNodeSingleWriter,
+    SingleNodeMultiWriter,
+}
+
+impl AccessMode {
+    /// Whether the volume may be published to several nodes at once.
+    pub fn is_multi_node(self) -> bool {
+        matches!(
+            self,
+            AccessMode::MultiNodeReaderOnly
+                | AccessMode::MultiNodeSingleWriter
+                | AccessMode::MultiNodeMultiWriter
+        )
+    }
+
+    /// Whether one node may stage or publish the volume at more than one path: the MULTI_NODE
+    /// modes and SINGLE_NODE_MULTI_WRITER (the second-publish matrix of the spec).
+    pub fn allows_several_paths_on_a_node(self) -> bool {
+        self.is_multi_node() || self == AccessMode::SingleNodeMultiWriter
+    }
+
+    /// Whether workloads may only read, whatever `readonly` says.
+    pub fn is_reader_only(self) -> bool {
+        matches!(
+            self,
+            AccessMode::SingleNodeReaderOnly | AccessMode::MultiNodeReaderOnly
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerPublication {
+    pub volume_id: String,
+    pub node_id: String,
+    pub capability: Capability,
+    pub readonly: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Staging {
+    pub volume_id: String,
+    pub staging_target_path: String,
+    pub capability: Capability,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePublication {
+    pub volume_id: String,
+    pub target_path: String,
+    /// Empty only when published without staging (the node-publish-without-stage-ok fault).
+    pub staging_target_path: String,
+    pub capability: Capability,
+    pub readonly: bool,
+}
+
+impl State {
+    pub fn volume_by_name(&self, name: &str) -> Option<&Volume> {
+        self.volumes.values().find(|v| v.name == name)
+    }
+
+    pub fn snapshot_by_name(&self, name: &str) -> Option<&Snapshot> {
+        self.snapshots.values().find(|s| s.name == name)
+    }
+
+    /// Sum of the capacities of all volumes, for GetCapacity and admission.
+    pub fn allocated_bytes(&self) -> i64 {
+        self.volumes.values().map(|v| v.capacity_bytes).sum()
+    }
+
+    /// The nodes a volume is controller-published to, sorted.
+    pub fn published_node_ids(&self, volume_id: &str) -> Vec<String> {
+        let mut nodes: Vec<String> = self
+            .controller_publications
+            .iter()
+            .filter(|p| p.volume_id == volume_id)
+            .map(|p| p.node_id.clone())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
+    }
+
+    /// Why a volume cannot be deleted right now, if it cannot.
+    pub fn in_use_reason(&self, volume_id: &str) -> Option<String> {
+        if let Some(p) = self
+            .controller_publications
+            .iter()
+            .find(|p| p.volume_id == volume_id)
+        {
+            return Some(format!("it is still published to node {:?}", p.node_id));
+        }
+        if let Some(s) = self.stagings.values().find(|s| s.volume_id == volume_id) {
+            return Some(format!("it is still staged at {:?}", s.staging_target_path));
+        }
+        if let Some(p) = self
+            .node_publications
+            .values()
+            .find(|p| p.volume_id == volume_id)
+        {
+            return Some(format!("it is still published at {:?}", p.target_path));
+        }
+        None
+    }
+
+    /// Whether the volume is staged or published on this node: node-side expansion needed.
+    pub fn is_used_on_node(&self, volume_id: &str) -> bool {
+        self.stagings.values().any(|s| s.volume_id == volume_id)
+            || self
+                .node_publications
+                .values()
+                .any(|p| p.volume_id == volume_id)
+    }
+
+    /// Whether `path` is a staging or publish path of the volume on this node.
+    pub fn is_volume_path(&self, volume_id: &str, path: &str) -> bool {
+        self.stagings
+            .get(path)
+            .is_some_and(|s| s.volume_id == volume_id)
+            || self
+                .node_publications
+                .get(path)
+                .is_some_and(|p| p.volume_id == volume_id)
+    }
+}
+
+/// The state plus the file it is kept in.
+pub struct Store {
+    /// `None` when state must not be persisted (the forget-state fault).
+    file: Option<PathBuf>,
+    state: Mutex<State>,
+}
+
+impl Store {
+    pub const FILE_NAME: &'static str = "state.json";
+
+    /// Loads `<state_dir>/state.json` (an absent file is an empty state). With `persist`
+    /// false, nothing is loaded and nothing will be written.
+    pub fn open(state_dir: &Path, persist: bool) -> io::Result<Store> {
+        if !persist {
+            return Ok(Store {
+                file: None,
+                state: Mutex::new(State::default()),
+            });
+        }
+        let file = state_dir.join(Self::FILE_NAME);
+        let state = match fs::read(&file) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|err| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is not valid plugin state: {err}", file.display()),
+                )
+            })?,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => State::default(),
+            Err(err) => return Err(err),
+        };
+        Ok(Store {
+            file: Some(file),
+            state: Mutex::new(state),
+        })
+    }
+
+    /// Runs `f` on the current state and returns what it returns. For reads only; the
+    /// internal lock is held while `f` runs, so keep it short and never block in it.
+    pub fn read<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        f(&self.lock())
+    }
+
+    /// Applies `change` to a copy of the state; if it succeeds, saves the copy and makes it
+    /// current. Either everything happens or nothing does: an error from `change` or from
+    /// saving leaves the state as it was. The file is written while the lock is held, so
+    /// saves never overtake each other; the file is small, so this is quick.
+    pub fn update<R>(
+        &self,
+        change: impl FnOnce(&mut State) -> Result<R, Status>,
+    ) -> Result<R, Status> {
+        let mut current = self.lock();
+        let mut next = current.clone();
+        let result = change(&mut next)?;
+        if let Some(file) = &self.file {
+            write_atomically(file, &next).map_err(|err| {
+                Status::internal(format!(
+                    "failed to save plugin state to {}: {err}",
+                    file.display()
+                ))
+            })?;
+        }
+        *current = next;
+        Ok(result)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock was held cannot have left a half-made change behind
+        // (changes are made on a copy), so a poisoned lock is still safe to use.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn write_atomically(file: &Path, state: &State) -> io::Result<()> {
+    let json = serde_json::to_vec_pretty(state).map_err(io::Error::other)?;
+    let temporary = file.with_extension("json.tmp");
+    let mut out = fs::File::create(&temporary)?;
+    out.write_all(&json)?;
+    out.write_all(b"\n")?;
+    out.sync_all()?;
+    drop(out);
+    fs::rename(&temporary, file)?;
+    // Make the rename itself durable.
+    if let Some(dir) = file.parent() {
+        fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn volume(id: &str) -> Volume {
+        Volume {
+            id: id.into(),
+            name: format!("name-{id}"),
+            capacity_bytes: 10,
+            parameters: BTreeMap::new(),
+            mutable_parameters: BTreeMap::new(),
+            content_source: None,
+        }
+    }
+
+    #[test]
+    fn updates_are_saved_and_loaded_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), true).expect("open");
+        store
+            .update(|s| {
+                s.volumes.insert("a".into(), volume("a"));
+                Ok(())
+            })
+            .expect("update");
+        let again = Store::open(dir.path(), true).expect("reopen");
+        assert_eq!(
+            again.read(|s| s.volumes.get("a").cloned()),
+            Some(volume("a"))
+        );
+        assert!(!dir.path().join("state.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_failed_change_leaves_the_state_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), true).expect("open");
+        let result: Result<(), Status> = store.update(|s| {
+            s.volumes.insert("a".into(), volume("a"));
+            Err(Status::aborted("no"))
+        });
+        assert!(result.is_err());
+        assert!(store.read(|s| s.volumes.is_empty()));
+    }
+
+    #[test]
+    fn without_persistence_nothing_is_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), false).expect("open");
+        store
+            .update(|s| {
+                s.volumes.insert("a".into(), volume("a"));
+                Ok(())
+            })
+            .expect("update");
+        assert!(!dir.path().join(Store::FILE_NAME).exists());
+    }
+}
