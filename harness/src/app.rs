@@ -4,9 +4,12 @@
 use clap::CommandFactory as _;
 use nomad_conform_reports::model::{RunRecord, Shard};
 
-use crate::cli::{Cli, Command, DhvArgs, ListArgs, ListFormat, ReportArgs, ReportFiles, SuiteArgs};
+use crate::cli::{
+    Cli, Command, CsiArgs, DhvArgs, ListArgs, ListFormat, ReportArgs, ReportFiles, SuiteArgs,
+};
 use crate::console::Output;
 use crate::error::{HarnessError, exit_code_for};
+use crate::kinds::csi::{self, CsiOptions};
 use crate::kinds::dhv::{self, DhvOptions};
 use crate::run::SuiteOptions;
 
@@ -18,6 +21,7 @@ pub fn run(cli: Cli) -> i32 {
     };
     let result = match cli.command {
         Command::Dhv(args) => runtime().and_then(|rt| rt.block_on(run_dhv(*args, output))),
+        Command::Csi(args) => runtime().and_then(|rt| rt.block_on(run_csi(*args, output))),
         Command::List(args) => list(&args),
         Command::Report(args) => report(&args, output),
         Command::Completions(args) => {
@@ -91,6 +95,24 @@ async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
         property_cases: args.property_cases,
     };
     let record = dhv::run(&common, &opts).await?;
+    finish(&record, &args.suite.reports, output)
+}
+
+async fn run_csi(args: CsiArgs, output: Output) -> Result<i32, HarnessError> {
+    let common = suite_options(&args.suite, output)?;
+    let opts = CsiOptions {
+        endpoint: args.endpoint.clone(),
+        controller_endpoint: args.controller_endpoint.clone(),
+        launch: args.launch.clone(),
+        mount_dir: args.mount_dir.clone(),
+        test_volume_size: args.test_volume_size.clone(),
+        volume_parameters: args.volume_parameters.clone(),
+        snapshot_parameters: args.snapshot_parameters.clone(),
+        secrets: args.secrets.clone(),
+        mutable_parameters: args.mutable_parameters.clone(),
+        idempotency_count: args.idempotency_count,
+    };
+    let record = csi::run(&common, &opts).await?;
     finish(&record, &args.suite.reports, output)
 }
 

@@ -43,6 +43,8 @@ pub struct Cli {
 pub enum Command {
     /// Test a dynamic host volume plugin (an executable called with fingerprint/create/delete).
     Dhv(Box<DhvArgs>),
+    /// Test a CSI plugin over its unix socket, the way Nomad drives CSI plugins.
+    Csi(Box<CsiArgs>),
     /// List the clauses of a suite: ID, level and title.
     List(ListArgs),
     /// Render reports again from saved run records, or merge the records of shards into one.
@@ -143,6 +145,56 @@ pub struct DhvArgs {
     pub suite: SuiteArgs,
 }
 
+#[derive(Debug, Args)]
+pub struct CsiArgs {
+    /// The plugin's socket, e.g. unix:///var/nomad/csi/plugins/ID/csi.sock (the node plugin, or
+    /// a monolith).
+    #[arg(long, value_name = "unix:///PATH", env = "NOMAD_CONFORM_ENDPOINT")]
+    pub endpoint: Option<String>,
+    /// The controller plugin's socket, when controller and node run separately.
+    #[arg(
+        long,
+        value_name = "unix:///PATH",
+        env = "NOMAD_CONFORM_CONTROLLER_ENDPOINT"
+    )]
+    pub controller_endpoint: Option<String>,
+    /// Start the plugin with this command line, wait for its socket, stop it at the end. It may
+    /// use {endpoint}, {socket} and {state_dir}; the plugin also gets CSI_ENDPOINT.
+    #[arg(long, value_name = "CMD", env = "NOMAD_CONFORM_LAUNCH")]
+    pub launch: Option<String>,
+    /// Where to make Nomad's staging and per-allocation directories (stage_publish_base_dir).
+    /// Default: a directory per clause under the system temporary directory.
+    #[arg(long, value_name = "DIR", env = "NOMAD_CONFORM_MOUNT_DIR")]
+    pub mount_dir: Option<PathBuf>,
+    /// Capacity of the volumes the suite creates.
+    #[arg(long, value_name = "BYTES", env = "NOMAD_CONFORM_TEST_VOLUME_SIZE")]
+    pub test_volume_size: Option<String>,
+    /// CreateVolume parameters: a JSON file holding an object of strings.
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_VOLUME_PARAMETERS")]
+    pub volume_parameters: Option<PathBuf>,
+    /// CreateSnapshot parameters: a JSON file holding an object of strings.
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_SNAPSHOT_PARAMETERS")]
+    pub snapshot_parameters: Option<PathBuf>,
+    /// Secrets sent with every call that carries secrets: a JSON file holding an object of
+    /// strings. Their values are redacted in every report.
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_SECRETS")]
+    pub secrets: Option<PathBuf>,
+    /// Mutable parameters the plugin supports, as a JSON object of strings (for
+    /// CSI-MODIFY-VOLUME).
+    #[arg(long, value_name = "JSON", env = "NOMAD_CONFORM_MUTABLE_PARAMETERS")]
+    pub mutable_parameters: Option<String>,
+    /// Rounds of the full lifecycle in CSI-NOMAD-REPEATED-LIFECYCLE.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 2,
+        env = "NOMAD_CONFORM_IDEMPOTENCY_COUNT"
+    )]
+    pub idempotency_count: u32,
+    #[command(flatten)]
+    pub suite: SuiteArgs,
+}
+
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]
 pub enum ListFormat {
     #[default]
@@ -152,8 +204,8 @@ pub enum ListFormat {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// The suite: dhv.
-    #[arg(value_parser = ["dhv"])]
+    /// The suite: dhv or csi.
+    #[arg(value_parser = ["dhv", "csi"])]
     pub kind: String,
     /// List the feature files in DIR instead of the built-in specs.
     #[arg(long, value_name = "DIR")]

@@ -114,7 +114,8 @@ impl Ledger {
 }
 
 /// A directory the harness created for a scenario. Teardown unmounts whatever is still mounted
-/// beneath it (a plugin's leftover), then removes it.
+/// beneath it and reports it as leaked (the plugin's own undo should have unmounted it), then
+/// removes the directory.
 #[derive(Debug)]
 pub struct ScratchDir {
     pub path: PathBuf,
@@ -148,8 +149,8 @@ pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
     let mounts = mounts_under(dir);
     for m in &mounts {
         match nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH) {
-            Ok(()) => outcome.notes.push(format!(
-                "{} was still mounted after the scenario; the harness unmounted it",
+            Ok(()) => outcome.leaked.push(format!(
+                "{} was still mounted after the scenario's cleanup (the harness unmounted it)",
                 m.display()
             )),
             Err(e) => outcome.leaked.push(format!(
@@ -158,7 +159,7 @@ pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
             )),
         }
     }
-    if !outcome.leaked.is_empty() {
+    if !mounts_under(dir).is_empty() {
         return outcome;
     }
     match std::fs::remove_dir_all(dir) {
@@ -383,8 +384,9 @@ mod tests {
         std::fs::write(m.join("f"), "x").unwrap();
         assert_eq!(mounts_under(&dir), vec![m.clone()]);
         let out = remove_scratch(&dir);
-        assert!(out.leaked.is_empty(), "{:?}", out.leaked);
-        assert_eq!(out.notes.len(), 1);
-        assert!(!dir.exists());
+        assert_eq!(out.leaked.len(), 1, "{:?}", out.leaked);
+        assert!(out.leaked[0].contains("still mounted"), "{:?}", out.leaked);
+        assert!(!dir.exists(), "the directory is removed once unmounted");
+        assert!(mounts_under(scratch.path()).is_empty());
     }
 }

@@ -193,6 +193,20 @@ pub fn kill_all_live_groups() -> usize {
     groups.len()
 }
 
+/// Count a long-running process group (a launched CSI plugin) among the groups an interrupted
+/// run kills.
+pub fn register_group(pgid: i32) {
+    if let Ok(mut g) = LIVE_GROUPS.lock() {
+        g.insert(pgid);
+    }
+}
+
+pub fn unregister_group(pgid: i32) {
+    if let Ok(mut g) = LIVE_GROUPS.lock() {
+        g.remove(&pgid);
+    }
+}
+
 /// Kills the group when dropped unless disarmed: a cancelled call (Ctrl-C) leaves nothing
 /// running.
 struct GroupGuard {
@@ -349,7 +363,8 @@ async fn spawn(spec: &ExecSpec) -> io::Result<tokio::process::Child> {
     }
 }
 
-fn drain<R>(pipe: Option<R>, into: Arc<Mutex<Capture>>) -> JoinHandle<()>
+/// Read `pipe` to its end into a bounded capture.
+pub fn drain<R>(pipe: Option<R>, into: Arc<Mutex<Capture>>) -> JoinHandle<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
 {

@@ -33,7 +33,35 @@ pub struct Profile {
     #[serde(default)]
     pub description: String,
     pub dhv: DhvProfile,
+    pub csi: CsiProfile,
     pub harness: HarnessProfile,
+}
+
+/// Timeouts Nomad applies to CSI calls.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CsiProfile {
+    #[serde(with = "humantime_serde")]
+    pub plugin_info_deadline: Duration,
+    #[serde(with = "humantime_serde")]
+    pub probe_deadline: Duration,
+    #[serde(with = "humantime_serde")]
+    pub health_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub rpc_deadline: Duration,
+}
+
+impl CsiProfile {
+    /// A deadline by the name the specs use.
+    pub fn deadline(&self, name: &str) -> Option<Duration> {
+        match name {
+            "plugin info" => Some(self.plugin_info_deadline),
+            "probe" => Some(self.probe_deadline),
+            "health" => Some(self.health_timeout),
+            "rpc" => Some(self.rpc_deadline),
+            _ => None,
+        }
+    }
 }
 
 /// Deadlines of the dynamic host volume plugin contract.
@@ -77,6 +105,8 @@ impl DhvProfile {
 pub struct HarnessProfile {
     #[serde(with = "humantime_serde")]
     pub output_close_grace: Duration,
+    #[serde(with = "humantime_serde")]
+    pub launch_timeout: Duration,
 }
 
 impl Profile {
@@ -155,6 +185,8 @@ mod tests {
         assert_eq!(p.dhv.create_deadline, Duration::from_secs(60));
         assert_eq!(p.dhv.deadline("delete"), Some(Duration::from_secs(60)));
         assert_eq!(p.dhv.fingerprint_kill_deadline(), Duration::from_secs(5));
+        assert_eq!(p.csi.deadline("plugin info"), Some(Duration::from_secs(1)));
+        assert_eq!(p.csi.rpc_deadline, Duration::from_secs(120));
     }
 
     #[test]

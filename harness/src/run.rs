@@ -155,7 +155,9 @@ pub async fn execute<W: SuiteWorld>(
             let _ = tokio::signal::ctrl_c().await;
             std::process::exit(130);
         });
-        crate::process::kill_all_live_groups();
+        // Calls under way were killed when the run was dropped (their process guards). Undo
+        // what the scenarios made while a launched plugin still runs to answer the undo calls;
+        // then kill whatever process group is left.
         for (key, ledger) in store.take_ledgers() {
             let outcome = ledger.teardown().await;
             let handle = store.case(&key);
@@ -164,6 +166,7 @@ pub async fn execute<W: SuiteWorld>(
             state.notes.extend(outcome.notes);
         }
         store.finish_interrupted(&selected);
+        crate::process::kill_all_live_groups();
     }
     interrupted
 }

@@ -278,8 +278,12 @@ fn readme_lists_every_clause_with_its_level() {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
             .unwrap();
-    let out = bin().args(["list", "dhv"]).output().unwrap();
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
+    let mut listing = String::new();
+    for kind in ["dhv", "csi"] {
+        let out = bin().args(["list", kind]).output().unwrap();
+        listing.push_str(&String::from_utf8(out.stdout).unwrap());
+    }
+    for line in listing.lines() {
         let mut words = line.split_whitespace();
         let (id, level) = (words.next().unwrap(), words.next().unwrap());
         assert!(

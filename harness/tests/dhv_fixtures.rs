@@ -3,129 +3,20 @@
 //! each reference plugin passes every clause. This is how we know every check can fail, and
 //! does not fail wrongly.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
 
-use nomad_conform_reports::model::{RunRecord, Verdict};
-use serde::Deserialize;
+use std::path::Path;
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Expect {
-    description: String,
-    /// Clauses whose verdict must be a failure (fail, timed-out or leaked).
-    #[serde(default)]
-    fail: Vec<String>,
-    /// Clauses that must be skipped.
-    #[serde(default)]
-    skip: Vec<String>,
-    /// Extra arguments for nomad-conform, run from the fixture's directory.
-    #[serde(default)]
-    args: Vec<String>,
-}
+use support::{Expect, fixture_dirs, root, run_and_check, unproven_must_clauses};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-/// Run the suite on `plugin` from `dir` and compare with `expect`; panics with every mismatch.
 fn check(plugin: &Path, dir: &Path, expect: &Expect) {
-    let out_dir = tempfile::tempdir().unwrap();
-    let json = out_dir.path().join("run.json");
-    let junit = out_dir.path().join("run.xml");
-    let output = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
-        .current_dir(dir)
-        .arg("dhv")
-        .arg(plugin)
-        .args(&expect.args)
-        .args(["--seed", "7", "--json"])
-        .arg(&json)
-        .arg("--junit")
-        .arg(&junit)
-        .output()
-        .expect("run nomad-conform");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let text = std::fs::read_to_string(&json)
-        .unwrap_or_else(|e| panic!("no JSON record ({e})\nstdout:\n{stdout}\nstderr:\n{stderr}"));
-    let record: RunRecord = serde_json::from_str(&text).unwrap();
-
-    let mut problems = Vec::new();
-    let ids: BTreeSet<&str> = record.cases.iter().map(|c| c.clause.as_str()).collect();
-    for named in expect.fail.iter().chain(&expect.skip) {
-        if !ids.contains(named.as_str()) {
-            problems.push(format!("{named}: named in expect.toml but not in the run"));
-        }
-    }
-    for case in &record.cases {
-        let wanted = if expect.fail.contains(&case.clause) {
-            "fail"
-        } else if expect.skip.contains(&case.clause) {
-            "skip"
-        } else {
-            "pass"
-        };
-        let ok = match wanted {
-            "fail" => case.verdict.is_failure(),
-            "skip" => case.verdict == Verdict::Skip,
-            _ => case.verdict == Verdict::Pass,
-        };
-        if !ok {
-            problems.push(format!(
-                "{}: expected {wanted}, got {}\n    {}",
-                case.clause,
-                case.verdict.as_str(),
-                case.reason.as_deref().unwrap_or("").replace('\n', "\n    ")
-            ));
-        }
-    }
-    let must_fails = record.cases.iter().any(|c| c.is_blocking(false));
-    let want_code = if must_fails { 1 } else { 0 };
-    if output.status.code() != Some(want_code) {
-        problems.push(format!(
-            "exit status {:?}, expected {want_code}",
-            output.status.code()
-        ));
-    }
-    let xml = std::fs::read_to_string(&junit).unwrap_or_default();
-    if !xml.contains("<testsuites") {
-        problems.push("no JUnit report was written".into());
-    }
-    // Every shape of failure this fixture produces still validates against Jenkins' schema.
-    let xsd = root().join("reports/schema/junit-10.xsd");
-    let lint = Command::new("xmllint")
-        .arg("--noout")
-        .arg("--schema")
-        .arg(&xsd)
-        .arg(&junit)
-        .output()
-        .expect("xmllint (libxml2-utils) is installed by scripts/test");
-    if !lint.status.success() {
-        problems.push(format!(
-            "the JUnit report does not validate: {}",
-            String::from_utf8_lossy(&lint.stderr)
-        ));
-    }
-    assert!(
-        problems.is_empty(),
-        "{} ({}): {} mismatches\n{}\n\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        plugin.display(),
-        expect.description,
-        problems.len(),
-        problems.join("\n")
-    );
+    let args = vec!["dhv".to_string(), plugin.display().to_string()];
+    run_and_check(dir, &args, expect, &plugin.display().to_string());
 }
 
 fn fixture(name: &str) {
     let dir = root().join("fixtures/dhv").join(name);
-    let expect: Expect =
-        toml::from_str(&std::fs::read_to_string(dir.join("expect.toml")).expect("expect.toml"))
-            .unwrap_or_else(|e| panic!("{name}/expect.toml: {e}"));
+    let expect = Expect::load(&dir);
     check(&dir.join("plugin"), &dir, &expect);
 }
 
@@ -141,12 +32,7 @@ fn reference_mkdir_passes_every_clause() {
 
 #[test]
 fn reference_ext4_image_passes_every_clause() {
-    if !is_root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run the ext4-image reference as root"
-        );
-        eprintln!("skipped: ext4-image mounts loop devices and needs root");
+    if !support::needs_root("the ext4-image reference plugin (loop mounts)") {
         return;
     }
     let dir = root().join("reference-plugins/dhv");
@@ -215,36 +101,17 @@ fixtures! {
 
 #[test]
 fn every_fixture_is_listed() {
-    let on_disk: BTreeSet<String> = std::fs::read_dir(root().join("fixtures/dhv"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().join("expect.toml").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    let listed: BTreeSet<String> = LISTED.iter().map(|s| s.to_string()).collect();
-    assert_eq!(on_disk, listed, "fixtures on disk vs. listed in this test");
+    let listed: std::collections::BTreeSet<String> = LISTED.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        fixture_dirs("dhv"),
+        listed,
+        "fixtures on disk vs. listed in this test"
+    );
 }
 
 #[test]
 fn every_must_clause_is_failed_by_some_fixture() {
-    let out = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
-        .args(["list", "dhv"])
-        .output()
-        .unwrap();
-    let listing = String::from_utf8(out.stdout).unwrap();
-    let must: BTreeSet<&str> = listing
-        .lines()
-        .filter(|l| l.split_whitespace().nth(1) == Some("MUST"))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert!(must.len() > 20, "{listing}");
-    let mut failed = BTreeSet::new();
-    for dir in LISTED {
-        let path = root().join("fixtures/dhv").join(dir).join("expect.toml");
-        let e: Expect = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        failed.extend(e.fail);
-    }
-    let missing: Vec<&&str> = must.iter().filter(|c| !failed.contains(**c)).collect();
+    let missing = unproven_must_clauses("dhv", LISTED);
     assert!(
         missing.is_empty(),
         "MUST clauses no fixture fails: {missing:?}"

@@ -1,2 +1,3 @@
 //! How to talk to a plugin of each kind: faithful transport and timing, no assertions.
+pub mod csi;
 pub mod dhv;

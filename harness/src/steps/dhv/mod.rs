@@ -398,7 +398,7 @@ impl DhvWorld {
         }
         let mut repro: Vec<String> = earlier.iter().map(|s| s.to_string()).collect();
         repro.extend(calls.iter().map(|c| c.reproduce()));
-        failure_text(expected, seen, &repro)
+        crate::steps::failure_text(expected, seen, &repro)
     }
 
     /// The reproduce command of the create that made volume `i`, if it was created.
@@ -416,20 +416,6 @@ impl DhvWorld {
                 .harness_error("no plugin call was made before this step")
         })
     }
-}
-
-/// expected / seen / reproduce, with continuation lines indented.
-pub fn failure_text(expected: &str, seen: &str, reproduce: &[String]) -> String {
-    let indent = |s: &str| s.replace('\n', "\n          ");
-    let mut out = format!("expected: {}\nseen:     {}", indent(expected), indent(seen));
-    if !reproduce.is_empty() {
-        out.push_str("\nreproduce:");
-        for r in reproduce {
-            out.push_str("\n  ");
-            out.push_str(r);
-        }
-    }
-    out
 }
 
 /// What create reported, if Nomad would have registered a volume: exit 0 and a response that

@@ -1,0 +1,153 @@
+//! `--launch "CMD ARGS"`: the harness starts the plugin itself, waits for its socket, can
+//! restart it (as Nomad restarts a crashed plugin task), and stops it at the end.
+//!
+//! The command may use `{endpoint}` (unix:///path), `{socket}` (the path) and `{state_dir}`
+//! (a directory the harness made for the plugin, kept across restarts); the plugin also gets
+//! `CSI_ENDPOINT`, as Nomad sets it.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+
+use crate::process::{Capture, drain, register_group, unregister_group};
+
+/// How much of the plugin's output is kept for error messages.
+const LOG_LIMIT: usize = 256 * 1024;
+/// How long a stopping plugin gets between SIGTERM and SIGKILL (Nomad's default kill_timeout).
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+pub struct Launcher {
+    argv: Vec<String>,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    log: Arc<Mutex<Capture>>,
+    /// The running plugin and its process group ID (its pid).
+    child: tokio::sync::Mutex<Option<(Child, i32)>>,
+}
+
+impl Launcher {
+    /// Parse the command and fill in its placeholders.
+    pub fn new(command: &str, socket: &Path, state_dir: &Path) -> Result<Launcher, String> {
+        let words = shlex::split(command)
+            .filter(|w| !w.is_empty())
+            .ok_or_else(|| format!("--launch {command:?}: not a command line"))?;
+        let endpoint = format!("unix://{}", socket.display());
+        let argv = words
+            .into_iter()
+            .map(|w| {
+                w.replace("{endpoint}", &endpoint)
+                    .replace("{socket}", &socket.display().to_string())
+                    .replace("{state_dir}", &state_dir.display().to_string())
+            })
+            .collect();
+        Ok(Launcher {
+            argv,
+            socket: socket.to_path_buf(),
+            state_dir: state_dir.to_path_buf(),
+            log: Arc::new(Mutex::new(Capture::new(LOG_LIMIT))),
+            child: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    pub fn command_line(&self) -> String {
+        self.argv.join(" ")
+    }
+
+    /// The last lines the plugin printed.
+    pub fn log_tail(&self) -> String {
+        let ex = self.log.lock().map(|c| c.excerpt(4096)).unwrap_or_default();
+        ex.text
+    }
+
+    /// Start the plugin and wait until its socket accepts connections, at most `timeout`.
+    pub async fn start(&self, timeout: Duration) -> Result<(), String> {
+        let _ = std::fs::remove_file(&self.socket);
+        let mut cmd = Command::new(&self.argv[0]);
+        cmd.args(&self.argv[1..])
+            .env("CSI_ENDPOINT", format!("unix://{}", self.socket.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("failed to start {}: {e}", self.argv[0]))?;
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        register_group(pgid);
+        drain(child.stdout.take(), self.log.clone());
+        drain(child.stderr.take(), self.log.clone());
+        let until = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let _ = kill_group(pgid, Signal::SIGKILL);
+                unregister_group(pgid);
+                // Give the drainers a moment to collect the last words.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return Err(format!(
+                    "the plugin exited ({status}) before its socket {} appeared; its output:\n{}",
+                    self.socket.display(),
+                    self.log_tail()
+                ));
+            }
+            if self.socket.exists()
+                && super::dial(&self.socket, Duration::from_millis(500))
+                    .await
+                    .is_ok()
+            {
+                break;
+            }
+            if Instant::now() > until {
+                let _ = kill_group(pgid, Signal::SIGKILL);
+                let _ = child.wait().await;
+                unregister_group(pgid);
+                return Err(format!(
+                    "the plugin's socket {} did not accept connections within {}; its output:\n{}",
+                    self.socket.display(),
+                    crate::fmt_duration(timeout),
+                    self.log_tail()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        *self.child.lock().await = Some((child, pgid));
+        Ok(())
+    }
+
+    /// SIGTERM to the plugin's process group, SIGKILL after the grace period.
+    pub async fn stop(&self) {
+        let Some((mut child, pgid)) = self.child.lock().await.take() else {
+            return;
+        };
+        let _ = kill_group(pgid, Signal::SIGTERM);
+        if tokio::time::timeout(STOP_GRACE, child.wait())
+            .await
+            .is_err()
+        {
+            let _ = kill_group(pgid, Signal::SIGKILL);
+            let _ = child.wait().await;
+        }
+        // Anything left in the group goes too.
+        let _ = kill_group(pgid, Signal::SIGKILL);
+        unregister_group(pgid);
+    }
+
+    /// Stop and start again with the same command and state directory.
+    pub async fn restart(&self, timeout: Duration) -> Result<(), String> {
+        self.stop().await;
+        self.start(timeout).await
+    }
+}
+
+fn kill_group(pgid: i32, signal: Signal) -> nix::Result<()> {
+    if pgid <= 0 {
+        return Ok(());
+    }
+    killpg(Pid::from_raw(pgid), signal)
+}

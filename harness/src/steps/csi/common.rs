@@ -1,0 +1,338 @@
+//! Steps shared by every CSI feature: outcomes of the latest call, deadlines, and the
+//! required-field checks ("calls X without Y").
+
+use cucumber::{then, when};
+use tonic::Code;
+
+use super::requests::{self, Mode, known_omission};
+use super::{CsiWorld, StepResult, Vol, rpc};
+use crate::plugins::csi::{Rpc, pb};
+use crate::recorder::Hint;
+
+#[then("the call succeeds")]
+async fn call_succeeds(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    if rpc.ok() {
+        return Ok(());
+    }
+    Err(w.fail(&format!("{} succeeds", rpc.method), &rpc.summary(), &[rpc]))
+}
+
+#[then(regex = r"^the call fails with ([A-Z_]+)$")]
+async fn call_fails_with(w: &mut CsiWorld, code: String) -> StepResult {
+    let rpc = w.last_call()?;
+    if rpc.code_name() == code {
+        return Ok(());
+    }
+    let seen = if rpc.ok() {
+        format!("{} succeeded\nrequest: {}", rpc.method, rpc.request)
+    } else {
+        rpc.summary()
+    };
+    Err(w.fail(&format!("{} fails with {code}", rpc.method), &seen, &[rpc]))
+}
+
+#[then(regex = r#"^the call completes within the "([^"]+)" deadline$"#)]
+async fn within_deadline(w: &mut CsiWorld, name: String) -> StepResult {
+    let Some(deadline) = w.ctx().run.profile.csi.deadline(&name) else {
+        return Err(w
+            .ctx()
+            .harness_error(format!("the profile has no CSI deadline called {name:?}")));
+    };
+    let rpc = w.last_call()?;
+    if rpc.duration <= deadline && !rpc.timed_out {
+        return Ok(());
+    }
+    w.ctx().hint(Hint::TimedOut);
+    Err(w.fail(
+        &format!(
+            "{} answers within {} (the {name} deadline of profile {})",
+            rpc.method,
+            crate::fmt_duration(deadline),
+            w.ctx().run.profile.name
+        ),
+        &format!(
+            "it took {}: {}",
+            crate::fmt_duration(rpc.duration),
+            rpc.outcome()
+        ),
+        &[rpc],
+    ))
+}
+
+#[then("the error has a message and no details")]
+async fn error_without_details(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    if rpc.ok() {
+        return Err(w.fail("an error status", "the call succeeded", &[rpc]));
+    }
+    let mut problems = Vec::new();
+    if rpc.message.trim().is_empty() {
+        problems.push("the message is empty".to_string());
+    }
+    if rpc.details_len > 0 {
+        problems.push(format!("the details hold {} bytes", rpc.details_len));
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(w.fail(
+        "a human-readable message and an empty details list (the spec: details MUST be empty)",
+        &format!("{}: {}", rpc.outcome(), problems.join("; ")),
+        &[rpc],
+    ))
+}
+
+/// The scenario's first volume, or a stand-in with an ID no plugin knows.
+fn some_vol(w: &CsiWorld) -> Vol {
+    w.vols.first().cloned().unwrap_or_else(|| Vol {
+        name: format!("{}-missing", w.ctx().token),
+        id: format!("{}-no-such-volume", w.ctx().token),
+        capacity: w.config().volume_size,
+        mode: Mode::SingleNodeWriter,
+        nomad_id: "vol-missing".into(),
+        volume: None,
+    })
+}
+
+#[when(regex = r"^the harness calls (\w+) without (?:a |an )?(.+)$")]
+async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepResult {
+    if !known_omission(&method, &field) {
+        return Err(w
+            .ctx()
+            .harness_error(format!("no way to call {method} without {field:?}")));
+    }
+    let vol = some_vol(w);
+    let secrets = w.secrets();
+    let rpc: Rpc = match method.as_str() {
+        "CreateVolume" => {
+            let mut r = requests::create_volume(w, &w.unique_name("vol"), Mode::SingleNodeWriter);
+            if field == "name" {
+                r.name.clear();
+            } else {
+                r.volume_capabilities.clear();
+            }
+            w.create_volume(r, Mode::SingleNodeWriter).await
+        }
+        "DeleteVolume" => w.delete_volume("").await,
+        "ValidateVolumeCapabilities" => {
+            let mut r = pb::ValidateVolumeCapabilitiesRequest {
+                volume_id: vol.id.clone(),
+                volume_capabilities: vec![vol.mode.capability()],
+                secrets,
+                ..Default::default()
+            };
+            if field == "volume ID" {
+                r.volume_id.clear();
+            } else {
+                r.volume_capabilities.clear();
+            }
+            rpc!(
+                w,
+                controller,
+                controller,
+                "Controller",
+                "ValidateVolumeCapabilities",
+                validate_volume_capabilities,
+                r
+            )
+            .0
+        }
+        "ControllerPublishVolume" => {
+            let mut r = requests::controller_publish(w, &vol, false);
+            match field.as_str() {
+                "volume ID" => r.volume_id.clear(),
+                "node ID" => r.node_id.clear(),
+                _ => r.volume_capability = None,
+            }
+            w.controller_publish(r).await.0
+        }
+        "ControllerUnpublishVolume" => {
+            let r = pb::ControllerUnpublishVolumeRequest {
+                volume_id: String::new(),
+                node_id: w.config().node_id.clone(),
+                secrets,
+            };
+            w.controller_unpublish(r).await
+        }
+        "NodeStageVolume" => {
+            let staging = w.staging_path(&vol, false)?;
+            let mut r =
+                requests::node_stage(w, &vol, &staging.display().to_string(), Default::default());
+            match field.as_str() {
+                "volume ID" => r.volume_id.clear(),
+                "staging target path" => r.staging_target_path.clear(),
+                _ => r.volume_capability = None,
+            }
+            w.node_stage(r).await
+        }
+        "NodeUnstageVolume" => {
+            let staging = w.staging_path(&vol, false)?;
+            let mut r = pb::NodeUnstageVolumeRequest {
+                volume_id: vol.id.clone(),
+                staging_target_path: staging.display().to_string(),
+            };
+            if field == "volume ID" {
+                r.volume_id.clear();
+            } else {
+                r.staging_target_path.clear();
+            }
+            w.node_unstage(r).await
+        }
+        "NodePublishVolume" => {
+            let staging = if w.stages() {
+                w.staging_path(&vol, false)?.display().to_string()
+            } else {
+                String::new()
+            };
+            let alloc = w.new_alloc_id();
+            let target = w.target_path(&alloc, &vol, false)?;
+            let mut r = requests::node_publish(
+                w,
+                &vol,
+                &staging,
+                &target.display().to_string(),
+                false,
+                Default::default(),
+            );
+            match field.as_str() {
+                "volume ID" => r.volume_id.clear(),
+                "target path" => r.target_path.clear(),
+                _ => r.volume_capability = None,
+            }
+            w.node_publish(r).await
+        }
+        "NodeUnpublishVolume" => {
+            let alloc = w.new_alloc_id();
+            let target = w.target_path(&alloc, &vol, false)?;
+            let mut r = pb::NodeUnpublishVolumeRequest {
+                volume_id: vol.id.clone(),
+                target_path: target.display().to_string(),
+            };
+            if field == "volume ID" {
+                r.volume_id.clear();
+            } else {
+                r.target_path.clear();
+            }
+            w.node_unpublish(r).await
+        }
+        "NodeGetVolumeStats" => {
+            let alloc = w.new_alloc_id();
+            let target = w.target_path(&alloc, &vol, false)?;
+            let mut r = pb::NodeGetVolumeStatsRequest {
+                volume_id: vol.id.clone(),
+                volume_path: target.display().to_string(),
+                staging_target_path: String::new(),
+            };
+            if field == "volume ID" {
+                r.volume_id.clear();
+            } else {
+                r.volume_path.clear();
+            }
+            rpc!(
+                w,
+                node,
+                node,
+                "Node",
+                "NodeGetVolumeStats",
+                node_get_volume_stats,
+                r
+            )
+            .0
+        }
+        "CreateSnapshot" => {
+            let mut r = pb::CreateSnapshotRequest {
+                source_volume_id: vol.id.clone(),
+                name: w.unique_name("snap"),
+                secrets,
+                parameters: w.config().snapshot_parameters.clone(),
+            };
+            if field == "name" {
+                r.name.clear();
+            } else {
+                r.source_volume_id.clear();
+            }
+            w.create_snapshot(r).await
+        }
+        "DeleteSnapshot" => w.delete_snapshot("").await,
+        "ControllerExpandVolume" => {
+            let mut r = pb::ControllerExpandVolumeRequest {
+                volume_id: vol.id.clone(),
+                capacity_range: requests::capacity(vol.capacity * 2),
+                secrets,
+                volume_capability: Some(vol.mode.capability()),
+            };
+            if field == "volume ID" {
+                r.volume_id.clear();
+            } else {
+                r.capacity_range = None;
+            }
+            rpc!(
+                w,
+                controller,
+                controller,
+                "Controller",
+                "ControllerExpandVolume",
+                controller_expand_volume,
+                r
+            )
+            .0
+        }
+        "NodeExpandVolume" => {
+            let alloc = w.new_alloc_id();
+            let target = w.target_path(&alloc, &vol, false)?;
+            let mut r = pb::NodeExpandVolumeRequest {
+                volume_id: vol.id.clone(),
+                volume_path: target.display().to_string(),
+                capacity_range: requests::capacity(vol.capacity * 2),
+                volume_capability: Some(vol.mode.capability()),
+                ..Default::default()
+            };
+            if field == "volume ID" {
+                r.volume_id.clear();
+            } else {
+                r.volume_path.clear();
+            }
+            rpc!(
+                w,
+                node,
+                node,
+                "Node",
+                "NodeExpandVolume",
+                node_expand_volume,
+                r
+            )
+            .0
+        }
+        "ControllerModifyVolume" => {
+            let r = pb::ControllerModifyVolumeRequest {
+                volume_id: String::new(),
+                secrets,
+                mutable_parameters: w.config().mutable_parameters.clone().unwrap_or_default(),
+            };
+            rpc!(
+                w,
+                controller,
+                controller,
+                "Controller",
+                "ControllerModifyVolume",
+                controller_modify_volume,
+                r
+            )
+            .0
+        }
+        _ => return Err(w.ctx().harness_error(format!("unknown method {method}"))),
+    };
+    w.last = vec![rpc];
+    Ok(())
+}
+
+/// A volume ID no plugin knows.
+pub fn unknown_id(w: &CsiWorld, what: &str) -> String {
+    format!("{}-no-such-{what}", w.ctx().token)
+}
+
+/// Accept OK or NOT_FOUND (Nomad treats NOT_FOUND as success on release).
+pub fn ok_or_not_found(rpc: &Rpc) -> bool {
+    matches!(rpc.code, Code::Ok | Code::NotFound)
+}

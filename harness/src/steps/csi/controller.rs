@@ -1,0 +1,651 @@
+//! Steps of the controller feature (and the volume/listing steps other features share).
+
+use cucumber::{given, then, when};
+
+use super::common::unknown_id;
+use super::requests::{self, Mode};
+use super::{CsiWorld, StepResult, rpc};
+use crate::plugins::csi::{Rpc, pb};
+
+#[when("the harness calls ControllerGetCapabilities")]
+async fn get_capabilities(w: &mut CsiWorld) {
+    let (rpc, _) = rpc!(
+        w,
+        controller,
+        controller,
+        "Controller",
+        "ControllerGetCapabilities",
+        controller_get_capabilities,
+        pb::ControllerGetCapabilitiesRequest {}
+    );
+    w.last = vec![rpc];
+}
+
+#[given("the plugin has created a volume")]
+async fn created_volume(w: &mut CsiWorld) -> StepResult {
+    w.must_create_volume(Mode::SingleNodeWriter)
+        .await
+        .map(|_| ())
+}
+
+#[given("the plugin has created a second volume")]
+async fn created_second_volume(w: &mut CsiWorld) -> StepResult {
+    w.must_create_volume(Mode::SingleNodeWriter)
+        .await
+        .map(|_| ())
+}
+
+#[given(expr = "the plugin has created {int} volumes")]
+async fn created_volumes(w: &mut CsiWorld, n: usize) -> StepResult {
+    for _ in 0..n {
+        w.must_create_volume(Mode::SingleNodeWriter).await?;
+    }
+    Ok(())
+}
+
+#[when("the harness creates a volume")]
+async fn creates(w: &mut CsiWorld) {
+    let req = requests::create_volume(w, &w.unique_name("vol"), Mode::SingleNodeWriter);
+    let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+    w.last = vec![rpc];
+}
+
+/// The `volume` of the latest response.
+fn volume_of(rpc: &Rpc) -> Option<&serde_json::Value> {
+    rpc.response.as_ref().and_then(|r| r.get("volume"))
+}
+
+fn field_str<'a>(v: &'a serde_json::Value, name: &str) -> &'a str {
+    v.get(name).and_then(|x| x.as_str()).unwrap_or_default()
+}
+
+fn field_i64(v: &serde_json::Value, name: &str) -> i64 {
+    v.get(name).and_then(|x| x.as_i64()).unwrap_or(0)
+}
+
+#[then("the response holds a volume with a non-empty ID")]
+async fn has_volume_id(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    match volume_of(rpc) {
+        Some(v) if !field_str(v, "volume_id").is_empty() => Ok(()),
+        Some(v) => Err(w.fail(
+            "a volume with a non-empty volume_id",
+            &format!("volume: {v}"),
+            &[rpc],
+        )),
+        None => Err(w.fail("a volume in the response", &rpc.summary(), &[rpc])),
+    }
+}
+
+#[when("the harness creates a volume with a capacity range")]
+async fn creates_with_range(w: &mut CsiWorld) {
+    let size = w.config().volume_size;
+    let mut req = requests::create_volume(w, &w.unique_name("vol"), Mode::SingleNodeWriter);
+    req.capacity_range = Some(pb::CapacityRange {
+        required_bytes: size,
+        limit_bytes: size * 2,
+    });
+    let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+    w.last = vec![rpc];
+}
+
+#[then("the volume's capacity lies within the requested range")]
+async fn capacity_in_range(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    let size = w.config().volume_size;
+    let Some(v) = volume_of(rpc) else {
+        return Err(w.fail("a volume in the response", &rpc.summary(), &[rpc]));
+    };
+    let cap = field_i64(v, "capacity_bytes");
+    if cap == 0 || (size..=size * 2).contains(&cap) {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!(
+            "capacity_bytes between required_bytes {size} and limit_bytes {} (or 0: unknown)",
+            size * 2
+        ),
+        &format!("capacity_bytes = {cap}"),
+        &[rpc],
+    ))
+}
+
+#[when("the harness creates a volume with the same name and capacity again")]
+async fn creates_again(w: &mut CsiWorld) -> StepResult {
+    let name = w.vol(0)?.name.clone();
+    let req = requests::create_volume(w, &name, Mode::SingleNodeWriter);
+    let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the response holds the same volume")]
+async fn same_volume(w: &mut CsiWorld) -> StepResult {
+    let first = w.vol(0)?.id.clone();
+    let rpc = w.last_call()?;
+    let id = volume_of(rpc)
+        .map(|v| field_str(v, "volume_id"))
+        .unwrap_or_default();
+    if id == first {
+        return Ok(());
+    }
+    Err(w.fail(
+        "the same volume as the first CreateVolume with this name (CreateVolume is idempotent)",
+        &format!("first volume_id {first:?}, now {id:?}"),
+        &[rpc],
+    ))
+}
+
+#[when("the harness creates a volume with the same name and a larger capacity")]
+async fn creates_conflicting(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let mut req = requests::create_volume(w, &v.name, v.mode);
+    let bigger = v.capacity.max(w.config().volume_size) * 2;
+    req.capacity_range = Some(pb::CapacityRange {
+        required_bytes: bigger,
+        limit_bytes: bigger,
+    });
+    let rpc = w.create_volume(req, v.mode).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness creates a volume with a 128-character name")]
+async fn creates_long_name(w: &mut CsiWorld) {
+    let mut name = w.unique_name("long");
+    while name.len() < 128 {
+        name.push('x');
+    }
+    name.truncate(128);
+    let req = requests::create_volume(w, &name, Mode::SingleNodeWriter);
+    let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+    w.last = vec![rpc];
+}
+
+fn from_source(w: &CsiWorld, source: pb::volume_content_source::Type) -> pb::CreateVolumeRequest {
+    let mut req = requests::create_volume(w, &w.unique_name("vol"), Mode::SingleNodeWriter);
+    req.volume_content_source = Some(pb::VolumeContentSource {
+        r#type: Some(source),
+    });
+    req
+}
+
+#[when("the harness creates a volume from the snapshot")]
+async fn creates_from_snapshot(w: &mut CsiWorld) -> StepResult {
+    let snap = w
+        .snaps
+        .first()
+        .ok_or_else(|| w.ctx().harness_error("no snapshot was made"))?
+        .id
+        .clone();
+    let req = from_source(
+        w,
+        pb::volume_content_source::Type::Snapshot(pb::volume_content_source::SnapshotSource {
+            snapshot_id: snap,
+        }),
+    );
+    let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness creates a volume from a snapshot that does not exist")]
+async fn creates_from_missing_snapshot(w: &mut CsiWorld) {
+    let req = from_source(
+        w,
+        pb::volume_content_source::Type::Snapshot(pb::volume_content_source::SnapshotSource {
+            snapshot_id: unknown_id(w, "snapshot"),
+        }),
+    );
+    let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+    w.last = vec![rpc];
+}
+
+#[when("the harness creates a volume from that volume")]
+async fn creates_from_volume(w: &mut CsiWorld) -> StepResult {
+    let id = w.vol(0)?.id.clone();
+    let req = from_source(
+        w,
+        pb::volume_content_source::Type::Volume(pb::volume_content_source::VolumeSource {
+            volume_id: id,
+        }),
+    );
+    let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness creates a volume from a volume that does not exist")]
+async fn creates_from_missing_volume(w: &mut CsiWorld) {
+    let req = from_source(
+        w,
+        pb::volume_content_source::Type::Volume(pb::volume_content_source::VolumeSource {
+            volume_id: unknown_id(w, "volume"),
+        }),
+    );
+    let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+    w.last = vec![rpc];
+}
+
+fn content_source_is(w: &CsiWorld, kind: &str, key: &str, want: &str) -> StepResult {
+    let rpc = w.last_call()?;
+    let got = volume_of(rpc)
+        .and_then(|v| v.get("content_source"))
+        .and_then(|c| c.get(kind))
+        .and_then(|s| s.get(key))
+        .and_then(|s| s.as_str())
+        .unwrap_or_default()
+        .to_string();
+    if got == want {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!("the new volume's content_source names {kind} {want:?}"),
+        &format!(
+            "content_source: {}",
+            volume_of(rpc)
+                .and_then(|v| v.get("content_source"))
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "absent".into())
+        ),
+        &[rpc],
+    ))
+}
+
+#[then("the volume's content source is the snapshot")]
+async fn source_is_snapshot(w: &mut CsiWorld) -> StepResult {
+    let id = w.snaps.first().map(|s| s.id.clone()).unwrap_or_default();
+    content_source_is(w, "snapshot", "snapshot_id", &id)
+}
+
+#[then("the volume's content source is the first volume")]
+async fn source_is_volume(w: &mut CsiWorld) -> StepResult {
+    let id = w.vol(0)?.id.clone();
+    content_source_is(w, "volume", "volume_id", &id)
+}
+
+#[when("the harness deletes a volume that does not exist")]
+async fn deletes_unknown(w: &mut CsiWorld) {
+    let id = unknown_id(w, "volume");
+    let rpc = w.delete_volume(&id).await;
+    w.last = vec![rpc];
+}
+
+#[when("the harness deletes the volume")]
+async fn deletes(w: &mut CsiWorld) -> StepResult {
+    let id = w.vol(0)?.id.clone();
+    let rpc = w.delete_volume(&id).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+/// Every volume ID ListVolumes returns, page by page (`max_entries` 0: the plugin decides).
+pub async fn list_volume_pages(
+    w: &mut CsiWorld,
+    max_entries: i32,
+) -> Result<Vec<Vec<String>>, Rpc> {
+    let mut pages = Vec::new();
+    let mut token = String::new();
+    for _ in 0..10_000 {
+        let req = pb::ListVolumesRequest {
+            max_entries,
+            starting_token: token.clone(),
+        };
+        let (rpc, resp) = rpc!(
+            w,
+            controller,
+            controller,
+            "Controller",
+            "ListVolumes",
+            list_volumes,
+            req
+        );
+        let Some(resp) = resp else { return Err(rpc) };
+        pages.push(
+            resp.entries
+                .iter()
+                .filter_map(|e| e.volume.as_ref().map(|v| v.volume_id.clone()))
+                .collect(),
+        );
+        w.last = vec![rpc];
+        if resp.next_token.is_empty() {
+            break;
+        }
+        token = resp.next_token;
+    }
+    Ok(pages)
+}
+
+#[when("the harness lists every volume")]
+async fn lists_all(w: &mut CsiWorld) {
+    match list_volume_pages(w, 0).await {
+        Ok(pages) => w.pages = pages,
+        Err(rpc) => {
+            w.pages.clear();
+            w.last = vec![rpc];
+        }
+    }
+}
+
+fn listed(w: &CsiWorld) -> Vec<String> {
+    w.pages.iter().flatten().cloned().collect()
+}
+
+#[then("the list holds the volume")]
+async fn list_has_volume(w: &mut CsiWorld) -> StepResult {
+    let id = w.vol(0)?.id.clone();
+    let rpc = w.last_call()?;
+    if !rpc.ok() {
+        return Err(w.fail("ListVolumes succeeds", &rpc.summary(), &[rpc]));
+    }
+    if listed(w).contains(&id) {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!("ListVolumes lists the new volume {id}"),
+        &format!("listed: {:?}", listed(w)),
+        &[rpc],
+    ))
+}
+
+#[then("the list does not hold the volume")]
+async fn list_lacks_volume(w: &mut CsiWorld) -> StepResult {
+    let id = w.vol(0)?.id.clone();
+    let rpc = w.last_call()?;
+    if !listed(w).contains(&id) {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!("ListVolumes no longer lists the deleted volume {id}"),
+        "it is still listed",
+        &[rpc],
+    ))
+}
+
+#[then("the volume is no longer listed")]
+async fn no_longer_listed(w: &mut CsiWorld) -> StepResult {
+    if !w.config().caps.controller.contains("LIST_VOLUMES") {
+        return Ok(());
+    }
+    let delete = w.last_call()?.clone();
+    let id = w.vol(0)?.id.clone();
+    match list_volume_pages(w, 0).await {
+        Ok(pages) if !pages.iter().flatten().any(|v| *v == id) => Ok(()),
+        Ok(_) => Err(w.fail(
+            &format!("after DeleteVolume, ListVolumes no longer lists {id}"),
+            "it is still listed",
+            &[&delete],
+        )),
+        Err(rpc) => Err(w.fail("ListVolumes succeeds", &rpc.summary(), &[&rpc])),
+    }
+}
+
+#[when(expr = "the harness lists the volumes one page of {int} at a time")]
+async fn lists_paged(w: &mut CsiWorld, n: i32) {
+    match list_volume_pages(w, n).await {
+        Ok(pages) => w.pages = pages,
+        Err(rpc) => {
+            w.pages.clear();
+            w.last = vec![rpc];
+        }
+    }
+}
+
+#[then(regex = r"^every page holds at most (\d+) entr(?:y|ies)$")]
+async fn pages_bounded(w: &mut CsiWorld, n: usize) -> StepResult {
+    let rpc = w.last_call()?;
+    if !rpc.ok() {
+        return Err(w.fail("the listing succeeds", &rpc.summary(), &[rpc]));
+    }
+    match w.pages.iter().find(|p| p.len() > n) {
+        None => Ok(()),
+        Some(p) => Err(w.fail(
+            &format!("at most max_entries = {n} entries per page"),
+            &format!("a page of {} entries", p.len()),
+            &[rpc],
+        )),
+    }
+}
+
+fn every_once(w: &CsiWorld, ids: &[String], what: &str) -> StepResult {
+    let all = listed(w);
+    for id in ids {
+        let n = all.iter().filter(|x| *x == id).count();
+        if n != 1 {
+            let rpc = w.last_call()?;
+            return Err(w.fail(
+                &format!("walking next_token through every page lists each {what} exactly once"),
+                &format!("{what} {id} appears {n} times in {} pages", w.pages.len()),
+                &[rpc],
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[then("the pages together hold every volume once")]
+async fn every_volume_once(w: &mut CsiWorld) -> StepResult {
+    let ids: Vec<String> = w.vols.iter().map(|v| v.id.clone()).collect();
+    every_once(w, &ids, "volume")
+}
+
+#[then("the pages together hold every snapshot once")]
+async fn every_snapshot_once(w: &mut CsiWorld) -> StepResult {
+    let ids: Vec<String> = w.snaps.iter().map(|s| s.id.clone()).collect();
+    every_once(w, &ids, "snapshot")
+}
+
+#[when("the harness lists volumes from an invalid starting token")]
+async fn lists_bad_token(w: &mut CsiWorld) {
+    let req = pb::ListVolumesRequest {
+        max_entries: 0,
+        starting_token: format!("{}-not-a-token", w.ctx().token),
+    };
+    let (rpc, _) = rpc!(
+        w,
+        controller,
+        controller,
+        "Controller",
+        "ListVolumes",
+        list_volumes,
+        req
+    );
+    w.last = vec![rpc];
+}
+
+#[when("the harness validates the volume's own capabilities")]
+async fn validates(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let req = pb::ValidateVolumeCapabilitiesRequest {
+        volume_id: v.id.clone(),
+        volume_context: requests::volume_context(&v),
+        volume_capabilities: vec![v.mode.capability()],
+        parameters: w.config().volume_parameters.clone(),
+        secrets: w.secrets(),
+        ..Default::default()
+    };
+    let (rpc, _) = rpc!(
+        w,
+        controller,
+        controller,
+        "Controller",
+        "ValidateVolumeCapabilities",
+        validate_volume_capabilities,
+        req
+    );
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the capabilities are confirmed")]
+async fn confirmed(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    let confirmed = rpc
+        .response
+        .as_ref()
+        .and_then(|r| r.get("confirmed"))
+        .filter(|c| !c.is_null());
+    if confirmed.is_some() {
+        return Ok(());
+    }
+    Err(w.fail(
+        "the capabilities the volume was created with are confirmed",
+        &format!(
+            "no confirmation: {}",
+            rpc.response
+                .as_ref()
+                .map(|r| r.to_string())
+                .unwrap_or_default()
+        ),
+        &[rpc],
+    ))
+}
+
+#[when("the harness validates the capabilities of a volume that does not exist")]
+async fn validates_unknown(w: &mut CsiWorld) {
+    let req = pb::ValidateVolumeCapabilitiesRequest {
+        volume_id: unknown_id(w, "volume"),
+        volume_capabilities: vec![Mode::SingleNodeWriter.capability()],
+        secrets: w.secrets(),
+        ..Default::default()
+    };
+    let (rpc, _) = rpc!(
+        w,
+        controller,
+        controller,
+        "Controller",
+        "ValidateVolumeCapabilities",
+        validate_volume_capabilities,
+        req
+    );
+    w.last = vec![rpc];
+}
+
+#[when("the harness publishes a volume that does not exist to the node")]
+async fn publishes_unknown_volume(w: &mut CsiWorld) {
+    let req = pb::ControllerPublishVolumeRequest {
+        volume_id: unknown_id(w, "volume"),
+        node_id: w.config().node_id.clone(),
+        volume_capability: Some(Mode::SingleNodeWriter.capability()),
+        secrets: w.secrets(),
+        ..Default::default()
+    };
+    let (rpc, _) = w.controller_publish(req).await;
+    w.last = vec![rpc];
+}
+
+#[when("the harness publishes the volume to a node that does not exist")]
+async fn publishes_to_unknown_node(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let mut req = requests::controller_publish(w, &v, false);
+    req.node_id = unknown_id(w, "node");
+    let (rpc, _) = w.controller_publish(req).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[given("the plugin has published the volume to the node")]
+async fn has_published(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let req = requests::controller_publish(w, &v, false);
+    let (rpc, resp) = w.controller_publish(req).await;
+    if !rpc.ok() {
+        return Err(w.fail(
+            "precondition: ControllerPublishVolume succeeds",
+            &rpc.summary(),
+            &[&rpc],
+        ));
+    }
+    w.publish_context = resp.and_then(|r| serde_json::to_value(r.publish_context).ok());
+    Ok(())
+}
+
+#[when("the harness publishes the volume to the node again")]
+async fn publishes_again(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let req = requests::controller_publish(w, &v, false);
+    let (rpc, _) = w.controller_publish(req).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the publish context is the same as the first time")]
+async fn same_publish_context(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    let now = rpc
+        .response
+        .as_ref()
+        .and_then(|r| r.get("publish_context"))
+        .cloned();
+    if now == w.publish_context {
+        return Ok(());
+    }
+    Err(w.fail(
+        "the same publish_context as the first ControllerPublishVolume (Nomad passes it on to NodeStage and NodePublish)",
+        &format!(
+            "first: {}\nnow:   {}",
+            w.publish_context.clone().unwrap_or_default(),
+            now.unwrap_or_default()
+        ),
+        &[rpc],
+    ))
+}
+
+#[when("the harness publishes the volume to the node again read-only")]
+async fn publishes_again_readonly(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let req = requests::controller_publish(w, &v, true);
+    let (rpc, _) = w.controller_publish(req).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness unpublishes the volume from the node")]
+async fn unpublishes(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let req = pb::ControllerUnpublishVolumeRequest {
+        volume_id: v.id,
+        node_id: w.config().node_id.clone(),
+        secrets: w.secrets(),
+    };
+    let rpc = w.controller_unpublish(req).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness calls GetCapacity")]
+async fn get_capacity(w: &mut CsiWorld) {
+    let req = pb::GetCapacityRequest {
+        volume_capabilities: vec![Mode::SingleNodeWriter.capability()],
+        parameters: w.config().volume_parameters.clone(),
+        ..Default::default()
+    };
+    let (rpc, _) = rpc!(
+        w,
+        controller,
+        controller,
+        "Controller",
+        "GetCapacity",
+        get_capacity,
+        req
+    );
+    w.last = vec![rpc];
+}
+
+#[then("the available capacity is not negative")]
+async fn capacity_not_negative(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    let cap = rpc
+        .response
+        .as_ref()
+        .map(|r| field_i64(r, "available_capacity"))
+        .unwrap_or(0);
+    if cap >= 0 {
+        return Ok(());
+    }
+    Err(w.fail(
+        "available_capacity >= 0",
+        &format!("available_capacity = {cap}"),
+        &[rpc],
+    ))
+}

@@ -1,0 +1,216 @@
+//! Steps of the identity feature.
+
+use std::time::{Duration, Instant};
+
+use cucumber::{then, when};
+
+use super::{CsiWorld, StepResult, identity_call};
+use crate::plugins::csi::{call, pb};
+use crate::recorder::Hint;
+
+#[when("the harness calls GetPluginInfo")]
+async fn get_plugin_info(w: &mut CsiWorld) {
+    let mut c = w.config().node.identity();
+    let d = w.ctx().run.profile.csi.plugin_info_deadline;
+    let (rpc, _) = identity_call(
+        w,
+        "GetPluginInfo",
+        pb::GetPluginInfoRequest {},
+        d,
+        |r| async move { c.get_plugin_info(r).await },
+    )
+    .await;
+    w.last = vec![rpc];
+}
+
+fn response_str(w: &CsiWorld, field: &str) -> Result<String, String> {
+    let rpc = w.last_call()?;
+    let Some(resp) = &rpc.response else {
+        return Err(w.fail(&format!("{} succeeds", rpc.method), &rpc.summary(), &[rpc]));
+    };
+    Ok(resp
+        .get(field)
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// Domain-name style: labels of letters, digits and dashes, separated by dots.
+fn domain_style(name: &str) -> bool {
+    !name.is_empty()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+#[then("the plugin name is a non-empty domain-style name of at most 63 characters")]
+async fn plugin_name_ok(w: &mut CsiWorld) -> StepResult {
+    let name = response_str(w, "name")?;
+    if domain_style(&name) && name.len() <= 63 {
+        return Ok(());
+    }
+    let rpc = w.last_call()?;
+    let seen = if name.is_empty() {
+        "name is empty: Nomad refuses the plugin (\"plugin returned empty name field\")".to_string()
+    } else {
+        format!("name is {name:?} ({} characters)", name.len())
+    };
+    Err(w.fail(
+        "GetPluginInfo name: a domain-style name (e.g. hostpath.csi.example.com) of at most 63 characters",
+        &seen,
+        &[rpc],
+    ))
+}
+
+#[then("the vendor version is not empty")]
+async fn vendor_version_ok(w: &mut CsiWorld) -> StepResult {
+    if !response_str(w, "vendor_version")?.is_empty() {
+        return Ok(());
+    }
+    let rpc = w.last_call()?;
+    Err(w.fail(
+        "GetPluginInfo vendor_version is REQUIRED (Nomad shows it as the plugin's version)",
+        "vendor_version is empty",
+        &[rpc],
+    ))
+}
+
+#[when("the harness calls GetPluginCapabilities")]
+async fn get_plugin_capabilities(w: &mut CsiWorld) {
+    let mut c = w.config().node.identity();
+    let d = w.ctx().run.profile.csi.rpc_deadline;
+    let (rpc, _) = identity_call(
+        w,
+        "GetPluginCapabilities",
+        pb::GetPluginCapabilitiesRequest {},
+        d,
+        |r| async move { c.get_plugin_capabilities(r).await },
+    )
+    .await;
+    w.last = vec![rpc];
+}
+
+#[when("the harness calls Probe")]
+async fn probe(w: &mut CsiWorld) {
+    let mut c = w.config().node.identity();
+    let d = w.ctx().run.profile.csi.probe_deadline;
+    let (rpc, _) = identity_call(w, "Probe", pb::ProbeRequest {}, d, |r| async move {
+        c.probe(r).await
+    })
+    .await;
+    w.last = vec![rpc];
+}
+
+/// Probe's `ready`: absent means ready.
+fn ready(resp: &serde_json::Value) -> bool {
+    !matches!(resp.get("ready"), Some(serde_json::Value::Bool(false)))
+}
+
+#[then("the plugin reports ready")]
+async fn reports_ready(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    match &rpc.response {
+        Some(r) if ready(r) => Ok(()),
+        Some(r) => Err(w.fail(
+            "Probe ready is absent or true",
+            &format!("Probe answered {r}: Nomad counts the plugin as not ready"),
+            &[rpc],
+        )),
+        None => Err(w.fail("Probe succeeds", &rpc.summary(), &[rpc])),
+    }
+}
+
+#[when("the harness probes the plugin until it reports ready")]
+async fn probe_until_ready(w: &mut CsiWorld) {
+    let csi = w.ctx().run.profile.csi.clone();
+    let started = Instant::now();
+    let mut first = None;
+    let mut last;
+    loop {
+        let mut c = w.config().node.identity();
+        let (rpc, resp) = call(
+            "Identity",
+            "Probe",
+            pb::ProbeRequest {},
+            csi.probe_deadline,
+            |r| async move { c.probe(r).await },
+        )
+        .await;
+        let is_ready = resp
+            .as_ref()
+            .and_then(|r| serde_json::to_value(r).ok())
+            .is_some_and(|v| ready(&v));
+        if first.is_none() {
+            first = Some(rpc.clone());
+        }
+        last = Some(rpc);
+        if is_ready {
+            w.ready_after = Some(Ok(started.elapsed()));
+            break;
+        }
+        if started.elapsed() >= csi.health_timeout {
+            let outcome = last.as_ref().map(|r| r.outcome()).unwrap_or_default();
+            w.ready_after = Some(Err(format!(
+                "not ready after {} (last Probe: {outcome})",
+                crate::fmt_duration(started.elapsed())
+            )));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Record the first and the last probe, not every one in between.
+    let calls: Vec<_> = first.into_iter().chain(last).collect();
+    for rpc in &calls {
+        w.record(rpc, &w.config().node);
+    }
+    w.last = calls;
+}
+
+#[then(regex = r#"^it reports ready within the "([^"]+)" deadline$"#)]
+async fn ready_in_time(w: &mut CsiWorld, name: String) -> StepResult {
+    let deadline = w.ctx().run.profile.csi.deadline(&name).ok_or_else(|| {
+        w.ctx()
+            .harness_error(format!("no CSI deadline called {name:?}"))
+    })?;
+    match &w.ready_after {
+        Some(Ok(t)) if *t <= deadline => Ok(()),
+        Some(Ok(t)) => {
+            w.ctx().hint(Hint::TimedOut);
+            Err(w.fail(
+                &format!("ready within {}", crate::fmt_duration(deadline)),
+                &format!("ready after {}", crate::fmt_duration(*t)),
+                &w.last.iter().collect::<Vec<_>>(),
+            ))
+        }
+        Some(Err(e)) => {
+            w.ctx().hint(Hint::TimedOut);
+            Err(w.fail(
+                &format!(
+                    "Probe reports ready within Nomad's health timeout ({}); otherwise Nomad restarts the plugin task",
+                    crate::fmt_duration(deadline)
+                ),
+                e,
+                &w.last.iter().collect::<Vec<_>>(),
+            ))
+        }
+        None => Err(w.ctx().harness_error("the plugin was never probed")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domain_names() {
+        assert!(domain_style("hostpath.csi.k8s.io"));
+        assert!(domain_style("ebs"));
+        assert!(!domain_style(""));
+        assert!(!domain_style("bad name"));
+        assert!(!domain_style("a..b"));
+        assert!(!domain_style("-a.b"));
+    }
+}

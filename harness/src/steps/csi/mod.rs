@@ -1,0 +1,558 @@
+//! Step definitions of the CSI suite, and the World they share.
+//!
+//! Every call goes through [`CsiWorld::record`]; calls that make something (a volume, a
+//! snapshot, a publication, a stage, a publish) register its undo in the scenario's ledger when
+//! they succeed, whether or not the scenario expected them to.
+
+mod common;
+mod controller;
+mod expansion;
+mod identity;
+mod modify;
+mod node;
+mod nomad;
+mod requests;
+mod snapshots;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::kinds::csi::CsiConfig;
+use crate::plugins::csi::cleanup::{Pending, Undo, UndoContext};
+use crate::plugins::csi::{Connection, Rpc, call, pb};
+use crate::recorder::Hint;
+use crate::world::{ScenarioCtx, SuiteWorld};
+
+pub use requests::Mode;
+
+/// The outcome of a step: `Err` carries the whole failure message.
+pub type StepResult = Result<(), String>;
+
+/// A volume the scenario created.
+#[derive(Clone, Debug)]
+pub struct Vol {
+    pub name: String,
+    pub id: String,
+    pub capacity: i64,
+    pub mode: Mode,
+    /// Nomad's own ID for the volume: what its staging and allocation paths are named after.
+    pub nomad_id: String,
+    pub volume: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Snap {
+    pub name: String,
+    pub id: String,
+    pub source: String,
+}
+
+/// An allocation that claims a volume on the node.
+#[derive(Clone, Debug)]
+pub struct Alloc {
+    pub id: String,
+    pub target: PathBuf,
+    pub readonly: bool,
+}
+
+#[derive(Debug, Default, cucumber::World)]
+pub struct CsiWorld {
+    ctx: Option<ScenarioCtx<CsiConfig>>,
+    vols: Vec<Vol>,
+    snaps: Vec<Snap>,
+    allocs: Vec<Alloc>,
+    /// Calls of the latest When step.
+    last: Vec<Rpc>,
+    /// Pages of IDs from the latest paginated listing.
+    pages: Vec<Vec<String>>,
+    /// The publish context of the first ControllerPublishVolume.
+    publish_context: Option<serde_json::Value>,
+    /// How many NodeStageVolume calls the latest claim made.
+    stage_calls: usize,
+    /// Undo flags of what the scenario made, so that what a step undid is not undone again.
+    undone: HashMap<Undo, Arc<AtomicBool>>,
+    /// The time Probe took to report ready, or why it never did.
+    ready_after: Option<Result<std::time::Duration, String>>,
+    /// Steps of repeated lifecycles that did not succeed.
+    round_failures: Vec<String>,
+    /// Nomad claims: the volume's index and the allocation; `released` marks the ones whose
+    /// allocation stopped.
+    claims: Vec<(usize, Alloc, bool)>,
+    /// Volumes ControllerPublishVolume has published to the node (by volume ID).
+    controller_published: std::collections::HashSet<String>,
+    undo_ctx: Option<Arc<UndoContext>>,
+}
+
+impl SuiteWorld for CsiWorld {
+    type Config = CsiConfig;
+
+    fn attach(&mut self, ctx: ScenarioCtx<CsiConfig>) {
+        self.undo_ctx = Some(Arc::new(UndoContext {
+            controller: ctx.run.config.controller.clone(),
+            node: ctx.run.config.node.clone(),
+            secrets: ctx.run.config.secrets.clone(),
+            deadline: ctx.run.profile.csi.rpc_deadline,
+            case: ctx.case.clone(),
+        }));
+        self.ctx = Some(ctx);
+    }
+
+    fn scenario(&self) -> Option<&ScenarioCtx<CsiConfig>> {
+        self.ctx.as_ref()
+    }
+}
+
+/// One RPC through a connection, recorded in the case. `$conn` is `controller` or `node`,
+/// `$client` the client constructor on the connection.
+macro_rules! rpc {
+    ($w:expr, $conn:ident, $client:ident, $service:literal, $method:literal, $fn:ident, $req:expr) => {{
+        let conn = $w.config().$conn.clone();
+        let deadline = $w.ctx().run.profile.csi.rpc_deadline;
+        let mut cl = conn.$client();
+        let (rpc, resp) =
+            $crate::plugins::csi::call($service, $method, $req, deadline, |r| async move {
+                cl.$fn(r).await
+            })
+            .await;
+        $w.record(&rpc, &conn);
+        (rpc, resp)
+    }};
+}
+pub(crate) use rpc;
+
+impl CsiWorld {
+    pub fn ctx(&self) -> &ScenarioCtx<CsiConfig> {
+        self.ctx
+            .as_ref()
+            .expect("the before hook attaches a scenario context")
+    }
+
+    pub fn config(&self) -> &CsiConfig {
+        &self.ctx().run.config
+    }
+
+    pub fn record(&self, rpc: &Rpc, conn: &Connection) {
+        let ctx = self.ctx();
+        ctx.record(rpc.event(ctx.offset_ms(rpc.started), &conn.socket));
+    }
+
+    pub fn secrets(&self) -> HashMap<String, String> {
+        self.config().secrets.clone()
+    }
+
+    /// Register `undo` in the ledger; returns its flag.
+    fn track(&mut self, undo: Undo) {
+        let flag = Arc::new(AtomicBool::new(false));
+        if let Some(ctx) = &self.undo_ctx {
+            self.ctx().ledger.track(Pending {
+                undo: undo.clone(),
+                done: flag.clone(),
+                ctx: ctx.clone(),
+            });
+        }
+        self.undone.insert(undo, flag);
+    }
+
+    /// A step undid `undo` itself: cleanup must not do it again.
+    fn mark_undone(&self, undo: &Undo) {
+        if let Some(f) = self.undone.get(undo) {
+            f.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A name unique to this run and scenario.
+    pub fn unique_name(&self, what: &str) -> String {
+        let n = self.vols.len() + self.snaps.len() + self.allocs.len();
+        format!("{}-{what}-{n}", self.ctx().token)
+    }
+
+    pub fn vol(&self, i: usize) -> Result<&Vol, String> {
+        self.vols.get(i).ok_or_else(|| {
+            self.ctx()
+                .harness_error(format!("the scenario has no volume #{}", i + 1))
+        })
+    }
+
+    pub fn last_call(&self) -> Result<&Rpc, String> {
+        self.last.last().ok_or_else(|| {
+            self.ctx()
+                .harness_error("no call was made before this step")
+        })
+    }
+
+    // ---- calls that make things ----------------------------------------------------------
+
+    pub async fn create_volume(&mut self, req: pb::CreateVolumeRequest, mode: Mode) -> Rpc {
+        let name = req.name.clone();
+        let capacity = req
+            .capacity_range
+            .as_ref()
+            .map(|c| c.required_bytes)
+            .unwrap_or(0);
+        let (rpc, resp) = rpc!(
+            self,
+            controller,
+            controller,
+            "Controller",
+            "CreateVolume",
+            create_volume,
+            req
+        );
+        if let Some(v) = resp.and_then(|r| r.volume) {
+            self.adopt_volume(&name, &v, capacity, mode);
+        }
+        rpc
+    }
+
+    /// Remember a volume the plugin made, and register its deletion.
+    pub fn adopt_volume(&mut self, name: &str, v: &pb::Volume, requested: i64, mode: Mode) {
+        let undo = Undo::DeleteVolume {
+            volume_id: v.volume_id.clone(),
+        };
+        if !self.undone.contains_key(&undo) {
+            self.track(undo);
+        }
+        let nomad_id = format!("vol{}", self.vols.len());
+        self.vols.push(Vol {
+            name: name.to_string(),
+            id: v.volume_id.clone(),
+            capacity: v.capacity_bytes.max(requested),
+            mode,
+            nomad_id,
+            volume: serde_json::to_value(v).ok(),
+        });
+    }
+
+    /// Create a volume with the run's size and parameters; anything but success fails.
+    pub async fn must_create_volume(&mut self, mode: Mode) -> Result<usize, String> {
+        let name = self.unique_name("vol");
+        let req = requests::create_volume(self, &name, mode);
+        let rpc = self.create_volume(req, mode).await;
+        if rpc.ok() && self.vols.last().is_some_and(|v| v.name == name) {
+            return Ok(self.vols.len() - 1);
+        }
+        if rpc.code == tonic::Code::InvalidArgument && mode != Mode::SingleNodeWriter {
+            return Err(self.ctx().skip(format!(
+                "the plugin does not support the {} access mode ({})",
+                mode.spec_name(),
+                rpc.outcome()
+            )));
+        }
+        Err(self.fail(
+            "precondition: CreateVolume succeeds (otherwise this clause cannot be judged)",
+            &rpc.summary(),
+            &[&rpc],
+        ))
+    }
+
+    pub async fn delete_volume(&mut self, id: &str) -> Rpc {
+        let req = pb::DeleteVolumeRequest {
+            volume_id: id.to_string(),
+            secrets: self.secrets(),
+        };
+        let (rpc, _) = rpc!(
+            self,
+            controller,
+            controller,
+            "Controller",
+            "DeleteVolume",
+            delete_volume,
+            req
+        );
+        if rpc.ok() {
+            self.mark_undone(&Undo::DeleteVolume {
+                volume_id: id.to_string(),
+            });
+        }
+        rpc
+    }
+
+    pub async fn create_snapshot(&mut self, req: pb::CreateSnapshotRequest) -> Rpc {
+        let name = req.name.clone();
+        let (rpc, resp) = rpc!(
+            self,
+            controller,
+            controller,
+            "Controller",
+            "CreateSnapshot",
+            create_snapshot,
+            req
+        );
+        if let Some(s) = resp.and_then(|r| r.snapshot) {
+            let undo = Undo::DeleteSnapshot {
+                snapshot_id: s.snapshot_id.clone(),
+            };
+            if !self.undone.contains_key(&undo) {
+                self.track(undo);
+            }
+            self.snaps.push(Snap {
+                name,
+                id: s.snapshot_id,
+                source: s.source_volume_id,
+            });
+        }
+        rpc
+    }
+
+    pub async fn delete_snapshot(&mut self, id: &str) -> Rpc {
+        let req = pb::DeleteSnapshotRequest {
+            snapshot_id: id.to_string(),
+            secrets: self.secrets(),
+        };
+        let (rpc, _) = rpc!(
+            self,
+            controller,
+            controller,
+            "Controller",
+            "DeleteSnapshot",
+            delete_snapshot,
+            req
+        );
+        if rpc.ok() {
+            self.mark_undone(&Undo::DeleteSnapshot {
+                snapshot_id: id.to_string(),
+            });
+        }
+        rpc
+    }
+
+    pub async fn controller_publish(
+        &mut self,
+        req: pb::ControllerPublishVolumeRequest,
+    ) -> (Rpc, Option<pb::ControllerPublishVolumeResponse>) {
+        let (vol, node) = (req.volume_id.clone(), req.node_id.clone());
+        let (rpc, resp) = rpc!(
+            self,
+            controller,
+            controller,
+            "Controller",
+            "ControllerPublishVolume",
+            controller_publish_volume,
+            req
+        );
+        if rpc.ok() {
+            let undo = Undo::ControllerUnpublish {
+                volume_id: vol,
+                node_id: node,
+            };
+            if !self.undone.contains_key(&undo) {
+                self.track(undo);
+            }
+        }
+        (rpc, resp)
+    }
+
+    pub async fn controller_unpublish(&mut self, req: pb::ControllerUnpublishVolumeRequest) -> Rpc {
+        let undo = Undo::ControllerUnpublish {
+            volume_id: req.volume_id.clone(),
+            node_id: req.node_id.clone(),
+        };
+        let (rpc, _) = rpc!(
+            self,
+            controller,
+            controller,
+            "Controller",
+            "ControllerUnpublishVolume",
+            controller_unpublish_volume,
+            req
+        );
+        if rpc.ok() {
+            self.mark_undone(&undo);
+        }
+        rpc
+    }
+
+    pub async fn node_stage(&mut self, req: pb::NodeStageVolumeRequest) -> Rpc {
+        let undo = Undo::NodeUnstage {
+            volume_id: req.volume_id.clone(),
+            staging_path: req.staging_target_path.clone(),
+        };
+        let (rpc, _) = rpc!(
+            self,
+            node,
+            node,
+            "Node",
+            "NodeStageVolume",
+            node_stage_volume,
+            req
+        );
+        if rpc.ok() && !self.undone.contains_key(&undo) {
+            self.track(undo);
+        }
+        rpc
+    }
+
+    pub async fn node_unstage(&mut self, req: pb::NodeUnstageVolumeRequest) -> Rpc {
+        let undo = Undo::NodeUnstage {
+            volume_id: req.volume_id.clone(),
+            staging_path: req.staging_target_path.clone(),
+        };
+        let (rpc, _) = rpc!(
+            self,
+            node,
+            node,
+            "Node",
+            "NodeUnstageVolume",
+            node_unstage_volume,
+            req
+        );
+        if rpc.ok() {
+            self.mark_undone(&undo);
+        }
+        rpc
+    }
+
+    pub async fn node_publish(&mut self, req: pb::NodePublishVolumeRequest) -> Rpc {
+        let undo = Undo::NodeUnpublish {
+            volume_id: req.volume_id.clone(),
+            target_path: req.target_path.clone(),
+        };
+        let (rpc, _) = rpc!(
+            self,
+            node,
+            node,
+            "Node",
+            "NodePublishVolume",
+            node_publish_volume,
+            req
+        );
+        if rpc.ok() && !self.undone.contains_key(&undo) {
+            self.track(undo);
+        }
+        rpc
+    }
+
+    pub async fn node_unpublish(&mut self, req: pb::NodeUnpublishVolumeRequest) -> Rpc {
+        let undo = Undo::NodeUnpublish {
+            volume_id: req.volume_id.clone(),
+            target_path: req.target_path.clone(),
+        };
+        let (rpc, _) = rpc!(
+            self,
+            node,
+            node,
+            "Node",
+            "NodeUnpublishVolume",
+            node_unpublish_volume,
+            req
+        );
+        if rpc.ok() {
+            self.mark_undone(&undo);
+        }
+        rpc
+    }
+
+    // ---- Nomad's paths -------------------------------------------------------------------
+
+    /// stage_publish_base_dir: where Nomad makes staging and per-allocation directories.
+    pub fn mount_base(&self) -> PathBuf {
+        match &self.config().mount_dir {
+            Some(d) => d.join(format!(
+                "{}-{}",
+                self.ctx().token,
+                self.ctx().clause.id.to_ascii_lowercase()
+            )),
+            None => self.ctx().scratch.join("csi"),
+        }
+    }
+
+    /// `<base>/staging/<namespace>/<volume>/<usage>`, created as Nomad does (mode 0700).
+    pub fn staging_path(&self, vol: &Vol, readonly: bool) -> Result<PathBuf, String> {
+        let p = self
+            .mount_base()
+            .join("staging/default")
+            .join(&vol.nomad_id)
+            .join(vol.mode.usage(readonly));
+        make_dir(&p).map_err(|e| self.ctx().harness_error(e))?;
+        Ok(p)
+    }
+
+    /// `<base>/per-alloc/<alloc>/<volume>/<usage>`; Nomad creates the parent, not the target.
+    pub fn target_path(&self, alloc: &str, vol: &Vol, readonly: bool) -> Result<PathBuf, String> {
+        let p = self
+            .mount_base()
+            .join("per-alloc")
+            .join(alloc)
+            .join(&vol.nomad_id)
+            .join(vol.mode.usage(readonly));
+        if let Some(parent) = p.parent() {
+            make_dir(parent).map_err(|e| self.ctx().harness_error(e))?;
+        }
+        Ok(p)
+    }
+
+    pub fn new_alloc_id(&mut self) -> String {
+        use rand::RngExt as _;
+        let bytes: [u8; 16] = self.ctx.as_mut().expect("attached").rng.random();
+        uuid::Builder::from_random_bytes(bytes)
+            .into_uuid()
+            .to_string()
+    }
+
+    pub fn stages(&self) -> bool {
+        self.config().caps.node.contains("STAGE_UNSTAGE_VOLUME")
+    }
+
+    pub fn controller_publishes(&self) -> bool {
+        self.config()
+            .caps
+            .controller
+            .contains("PUBLISH_UNPUBLISH_VOLUME")
+    }
+
+    // ---- failures ------------------------------------------------------------------------
+
+    /// What the clause requires, what was seen, and how to reproduce. A call that got no answer
+    /// before its deadline makes the verdict TimedOut.
+    pub fn fail(&self, expected: &str, seen: &str, calls: &[&Rpc]) -> String {
+        if calls.iter().any(|c| c.timed_out) {
+            self.ctx().hint(Hint::TimedOut);
+        }
+        let repro: Vec<String> = calls
+            .iter()
+            .map(|c| {
+                let socket = match c.path.split('/').nth(1) {
+                    Some("csi.v1.Node") => &self.config().node.socket,
+                    _ => &self.config().controller.socket,
+                };
+                c.reproduce(socket)
+            })
+            .collect();
+        crate::steps::failure_text(expected, seen, &repro)
+    }
+}
+
+fn make_dir(p: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)
+        .map_err(|e| format!("failed to create {}: {e}", p.display()))
+}
+
+/// Whether `path` is a mount point now.
+pub fn is_mounted(path: &Path) -> bool {
+    crate::ledger::is_mount_point(path)
+}
+
+/// Call the identity service (no ledger, no tracking).
+pub async fn identity_call<Req, Resp, F, Fut>(
+    w: &CsiWorld,
+    method: &str,
+    req: Req,
+    deadline: std::time::Duration,
+    f: F,
+) -> (Rpc, Option<Resp>)
+where
+    Req: serde::Serialize,
+    Resp: serde::Serialize,
+    F: FnOnce(tonic::Request<Req>) -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+{
+    let (rpc, resp) = call("Identity", method, req, deadline, f).await;
+    w.record(&rpc, &w.config().node);
+    (rpc, resp)
+}

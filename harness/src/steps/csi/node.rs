@@ -1,0 +1,500 @@
+//! Steps of the node feature, and the claim building blocks the nomad feature reuses.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use cucumber::{given, then, when};
+
+use super::common::unknown_id;
+use super::requests;
+use super::{Alloc, CsiWorld, StepResult, is_mounted, rpc};
+use crate::plugins::csi::{Rpc, pb};
+
+#[when("the harness calls NodeGetCapabilities")]
+async fn get_capabilities(w: &mut CsiWorld) {
+    let (rpc, _) = rpc!(
+        w,
+        node,
+        node,
+        "Node",
+        "NodeGetCapabilities",
+        node_get_capabilities,
+        pb::NodeGetCapabilitiesRequest {}
+    );
+    w.last = vec![rpc];
+}
+
+#[when("the harness calls NodeGetInfo")]
+async fn get_info(w: &mut CsiWorld) {
+    let (rpc, _) = rpc!(
+        w,
+        node,
+        node,
+        "Node",
+        "NodeGetInfo",
+        node_get_info,
+        pb::NodeGetInfoRequest {}
+    );
+    w.last = vec![rpc];
+}
+
+fn info_field(w: &CsiWorld) -> Result<(serde_json::Value, &Rpc), String> {
+    let rpc = w.last_call()?;
+    match &rpc.response {
+        Some(r) => Ok((r.clone(), rpc)),
+        None => Err(w.fail("NodeGetInfo succeeds", &rpc.summary(), &[rpc])),
+    }
+}
+
+#[then("the node ID is not empty and at most 256 bytes long")]
+async fn node_id_ok(w: &mut CsiWorld) -> StepResult {
+    let (r, rpc) = info_field(w)?;
+    let id = r
+        .get("node_id")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    if !id.is_empty() && id.len() <= 256 {
+        return Ok(());
+    }
+    let seen = if id.is_empty() {
+        "node_id is empty: Nomad refuses it (\"plugin failed to return nodeid\") and can never publish to this node".to_string()
+    } else {
+        format!("node_id is {} bytes long", id.len())
+    };
+    Err(w.fail("a node_id of 1 to 256 bytes", &seen, &[rpc]))
+}
+
+#[then("max_volumes_per_node is not negative")]
+async fn max_volumes_ok(w: &mut CsiWorld) -> StepResult {
+    let (r, rpc) = info_field(w)?;
+    let n = r
+        .get("max_volumes_per_node")
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0);
+    if n >= 0 {
+        return Ok(());
+    }
+    Err(w.fail(
+        "max_volumes_per_node >= 0",
+        &format!("max_volumes_per_node = {n}"),
+        &[rpc],
+    ))
+}
+
+#[then("a topology is reported only with the VOLUME_ACCESSIBILITY_CONSTRAINTS capability")]
+async fn topology_ok(w: &mut CsiWorld) -> StepResult {
+    let (r, rpc) = info_field(w)?;
+    let has_topology = r.get("accessible_topology").is_some_and(|t| !t.is_null());
+    let advertised = w
+        .config()
+        .caps
+        .plugin
+        .contains("VOLUME_ACCESSIBILITY_CONSTRAINTS");
+    if !has_topology || advertised {
+        return Ok(());
+    }
+    Err(w.fail(
+        "accessible_topology only from a plugin with the VOLUME_ACCESSIBILITY_CONSTRAINTS capability",
+        &format!("accessible_topology = {} without the capability", r["accessible_topology"]),
+        &[rpc],
+    ))
+}
+
+/// The publish context the controller returned, as a map.
+pub fn context(w: &CsiWorld) -> HashMap<String, String> {
+    w.publish_context
+        .as_ref()
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .unwrap_or_default()
+}
+
+#[given("the volume is published to the node")]
+async fn published_to_node(w: &mut CsiWorld) -> StepResult {
+    if !w.controller_publishes() {
+        return Ok(());
+    }
+    let v = w.vol(0)?.clone();
+    let req = requests::controller_publish(w, &v, false);
+    let (rpc, resp) = w.controller_publish(req).await;
+    if !rpc.ok() {
+        return Err(w.fail(
+            "precondition: ControllerPublishVolume succeeds",
+            &rpc.summary(),
+            &[&rpc],
+        ));
+    }
+    w.publish_context = resp.and_then(|r| serde_json::to_value(r.publish_context).ok());
+    Ok(())
+}
+
+/// NodeStageVolume of volume `i` at Nomad's staging path.
+pub async fn stage(w: &mut CsiWorld, i: usize) -> Result<Rpc, String> {
+    let v = w.vol(i)?.clone();
+    let staging = w.staging_path(&v, false)?;
+    let req = requests::node_stage(w, &v, &staging.display().to_string(), context(w));
+    Ok(w.node_stage(req).await)
+}
+
+#[given("the plugin has staged the volume")]
+async fn has_staged(w: &mut CsiWorld) -> StepResult {
+    let rpc = stage(w, 0).await?;
+    if rpc.ok() {
+        return Ok(());
+    }
+    Err(w.fail(
+        "precondition: NodeStageVolume succeeds",
+        &rpc.summary(),
+        &[&rpc],
+    ))
+}
+
+#[given("the volume is staged for the node")]
+async fn staged_for_node(w: &mut CsiWorld) -> StepResult {
+    if !w.stages() {
+        return Ok(());
+    }
+    has_staged(w).await
+}
+
+#[when("the harness stages the volume again")]
+async fn stages_again(w: &mut CsiWorld) -> StepResult {
+    let rpc = stage(w, 0).await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness unstages the volume")]
+async fn unstages(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let staging = w.staging_path(&v, false)?;
+    let req = pb::NodeUnstageVolumeRequest {
+        volume_id: v.id,
+        staging_target_path: staging.display().to_string(),
+    };
+    let rpc = w.node_unstage(req).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+/// NodePublishVolume of volume `i` for a new allocation; returns the call and the allocation.
+pub async fn publish_for_alloc(
+    w: &mut CsiWorld,
+    i: usize,
+    readonly: bool,
+    with_staging: bool,
+) -> Result<(Rpc, Alloc), String> {
+    let v = w.vol(i)?.clone();
+    let staging = if with_staging && w.stages() {
+        w.staging_path(&v, false)?.display().to_string()
+    } else {
+        String::new()
+    };
+    let id = w.new_alloc_id();
+    let target = w.target_path(&id, &v, readonly)?;
+    let req = requests::node_publish(
+        w,
+        &v,
+        &staging,
+        &target.display().to_string(),
+        readonly,
+        context(w),
+    );
+    let rpc = w.node_publish(req).await;
+    Ok((
+        rpc,
+        Alloc {
+            id,
+            target,
+            readonly,
+        },
+    ))
+}
+
+#[when("the harness publishes the volume for an allocation")]
+async fn publishes_for_alloc(w: &mut CsiWorld) -> StepResult {
+    let (rpc, alloc) = publish_for_alloc(w, 0, false, true).await?;
+    w.allocs.push(alloc);
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness publishes the volume for an allocation without a staging path")]
+async fn publishes_without_staging(w: &mut CsiWorld) -> StepResult {
+    let (rpc, alloc) = publish_for_alloc(w, 0, false, false).await?;
+    w.allocs.push(alloc);
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness publishes the volume read-only for an allocation")]
+async fn publishes_readonly(w: &mut CsiWorld) -> StepResult {
+    let (rpc, alloc) = publish_for_alloc(w, 0, true, true).await?;
+    w.allocs.push(alloc);
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[given("the plugin has published the volume for an allocation")]
+async fn has_published_for_alloc(w: &mut CsiWorld) -> StepResult {
+    let (rpc, alloc) = publish_for_alloc(w, 0, false, true).await?;
+    if !rpc.ok() {
+        return Err(w.fail(
+            "precondition: NodePublishVolume succeeds",
+            &rpc.summary(),
+            &[&rpc],
+        ));
+    }
+    w.allocs.push(alloc);
+    Ok(())
+}
+
+#[when("the harness publishes the volume for the same allocation again")]
+async fn publishes_same_again(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let alloc = w
+        .allocs
+        .first()
+        .cloned()
+        .ok_or_else(|| w.ctx().harness_error("no allocation yet"))?;
+    let staging = if w.stages() {
+        w.staging_path(&v, false)?.display().to_string()
+    } else {
+        String::new()
+    };
+    let req = requests::node_publish(
+        w,
+        &v,
+        &staging,
+        &alloc.target.display().to_string(),
+        alloc.readonly,
+        context(w),
+    );
+    let rpc = w.node_publish(req).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness publishes the volume for a second allocation")]
+async fn publishes_second(w: &mut CsiWorld) -> StepResult {
+    publishes_for_alloc(w).await
+}
+
+fn first_alloc(w: &CsiWorld) -> Result<Alloc, String> {
+    w.allocs
+        .first()
+        .cloned()
+        .ok_or_else(|| w.ctx().harness_error("no allocation yet"))
+}
+
+#[then("the target path is a mount point")]
+async fn target_mounted(w: &mut CsiWorld) -> StepResult {
+    let alloc = first_alloc(w)?;
+    if is_mounted(&alloc.target) {
+        return Ok(());
+    }
+    let rpc = w.last_call()?;
+    Err(w.fail(
+        "after NodePublishVolume the target path is a mount (Nomad bind-mounts it into the tasks)",
+        &format!("{} is not a mount point", alloc.target.display()),
+        &[rpc],
+    ))
+}
+
+/// Write a file through `target`; it must show up in `staging` when the volume is staged.
+pub fn write_through(target: &Path, staging: Option<&Path>, token: &str) -> Result<(), String> {
+    let name = format!("nomad-conform-{token}.txt");
+    std::fs::write(target.join(&name), token)
+        .map_err(|e| format!("writing {} failed: {e}", target.join(&name).display()))?;
+    if let Some(staging) = staging {
+        match std::fs::read_to_string(staging.join(&name)) {
+            Ok(s) if s == token => {}
+            _ => {
+                return Err(format!(
+                    "a file written at {} does not show at the staging path {}: the target is not the staged volume",
+                    target.display(),
+                    staging.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[then("a file written at the target path is kept by the volume")]
+async fn file_kept(w: &mut CsiWorld) -> StepResult {
+    let alloc = first_alloc(w)?;
+    let v = w.vol(0)?.clone();
+    let staging = if w.stages() {
+        Some(w.staging_path(&v, false)?)
+    } else {
+        None
+    };
+    let token = w.ctx().token.clone();
+    write_through(&alloc.target, staging.as_deref(), &token).map_err(|e| {
+        let rpc = w.last_call().ok();
+        w.fail(
+            "the target path shows the volume: what a task writes there is in the volume",
+            &e,
+            &rpc.into_iter().collect::<Vec<_>>(),
+        )
+    })
+}
+
+#[then("the target path refuses writes")]
+async fn target_readonly(w: &mut CsiWorld) -> StepResult {
+    let alloc = first_alloc(w)?;
+    let probe = alloc
+        .target
+        .join(format!("nomad-conform-{}.txt", w.ctx().token));
+    match std::fs::write(&probe, "x") {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EROFS) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(()),
+        other => {
+            let _ = std::fs::remove_file(&probe);
+            let rpc = w.last_call()?;
+            Err(w.fail(
+                "a volume published with readonly=true cannot be written at the target path",
+                &match other {
+                    Ok(()) => format!("writing {} succeeded", probe.display()),
+                    Err(e) => format!("writing {} failed with {e}, not EROFS", probe.display()),
+                },
+                &[rpc],
+            ))
+        }
+    }
+}
+
+/// NodeUnpublishVolume of `alloc`'s target, then the target directory removed, as Nomad does.
+pub async fn unpublish_alloc(w: &mut CsiWorld, i: usize, alloc: &Alloc) -> Result<Rpc, String> {
+    let v = w.vol(i)?.clone();
+    let req = pb::NodeUnpublishVolumeRequest {
+        volume_id: v.id,
+        target_path: alloc.target.display().to_string(),
+    };
+    Ok(w.node_unpublish(req).await)
+}
+
+#[when("the harness unpublishes the volume for the allocation")]
+async fn unpublishes_alloc(w: &mut CsiWorld) -> StepResult {
+    let alloc = first_alloc(w)?;
+    let rpc = unpublish_alloc(w, 0, &alloc).await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness unpublishes the volume for an allocation")]
+async fn unpublishes_unpublished(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let id = w.new_alloc_id();
+    let target = w.target_path(&id, &v, false)?;
+    let alloc = Alloc {
+        id,
+        target,
+        readonly: false,
+    };
+    let rpc = unpublish_alloc(w, 0, &alloc).await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the target path is no longer mounted")]
+async fn target_unmounted(w: &mut CsiWorld) -> StepResult {
+    let alloc = first_alloc(w)?;
+    if !is_mounted(&alloc.target) {
+        return Ok(());
+    }
+    let rpc = w.last_call()?;
+    Err(w.fail(
+        "after NodeUnpublishVolume nothing is mounted at the target path",
+        &format!("{} is still a mount point", alloc.target.display()),
+        &[rpc],
+    ))
+}
+
+#[then("the target path is gone")]
+async fn target_gone(w: &mut CsiWorld) -> StepResult {
+    let alloc = first_alloc(w)?;
+    if alloc.target.symlink_metadata().is_err() {
+        return Ok(());
+    }
+    let rpc = w.last_call()?;
+    Err(w.fail(
+        "NodeUnpublishVolume deletes the target it created (the spec: the SP MUST delete the file or directory at target_path)",
+        &format!("{} still exists", alloc.target.display()),
+        &[rpc],
+    ))
+}
+
+#[when("the harness asks for the stats of a volume that does not exist")]
+async fn stats_unknown(w: &mut CsiWorld) {
+    let req = pb::NodeGetVolumeStatsRequest {
+        volume_id: unknown_id(w, "volume"),
+        volume_path: w.mount_base().join("nowhere").display().to_string(),
+        staging_target_path: String::new(),
+    };
+    let (rpc, _) = rpc!(
+        w,
+        node,
+        node,
+        "Node",
+        "NodeGetVolumeStats",
+        node_get_volume_stats,
+        req
+    );
+    w.last = vec![rpc];
+}
+
+#[when("the harness asks for the stats of the volume at its target path")]
+async fn stats(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let alloc = first_alloc(w)?;
+    let staging = if w.stages() {
+        w.staging_path(&v, false)?.display().to_string()
+    } else {
+        String::new()
+    };
+    let req = pb::NodeGetVolumeStatsRequest {
+        volume_id: v.id,
+        volume_path: alloc.target.display().to_string(),
+        staging_target_path: staging,
+    };
+    let (rpc, _) = rpc!(
+        w,
+        node,
+        node,
+        "Node",
+        "NodeGetVolumeStats",
+        node_get_volume_stats,
+        req
+    );
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the usage has a total and is not negative")]
+async fn usage_ok(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    let usage = rpc
+        .response
+        .as_ref()
+        .and_then(|r| r.get("usage"))
+        .and_then(|u| u.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let bad = usage.iter().any(|u| {
+        ["available", "total", "used"]
+            .iter()
+            .any(|f| u.get(f).and_then(|v| v.as_i64()).unwrap_or(0) < 0)
+    });
+    let has_total = usage
+        .iter()
+        .any(|u| u.get("total").and_then(|v| v.as_i64()).unwrap_or(0) > 0);
+    if !usage.is_empty() && has_total && !bad {
+        return Ok(());
+    }
+    Err(w.fail(
+        "usage entries with a total > 0 and no negative numbers",
+        &format!("usage: {}", serde_json::Value::Array(usage)),
+        &[rpc],
+    ))
+}

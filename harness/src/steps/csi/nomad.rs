@@ -1,0 +1,596 @@
+//! Steps of the nomad feature: claims and releases the way the Nomad client and server make
+//! them, with Nomad's path layout.
+
+use cucumber::{given, then, when};
+use futures::future::join_all;
+use tonic::Code;
+
+use super::common::ok_or_not_found;
+use super::node::write_through;
+use super::requests::{self, Mode};
+use super::{Alloc, CsiWorld, StepResult, is_mounted};
+use crate::plugins::csi::{Rpc, call, pb};
+
+/// Claim volume `i` for a new allocation: ControllerPublishVolume (once per node, when the
+/// controller publishes), NodeStageVolume (when the node stages and the staging directory is not
+/// yet a mount), NodePublishVolume at the allocation's target. Returns the calls made.
+async fn claim(w: &mut CsiWorld, i: usize) -> Result<Vec<Rpc>, String> {
+    let v = w.vol(i)?.clone();
+    let mut calls = Vec::new();
+    if w.controller_publishes() && !w.controller_published.contains(&v.id) {
+        let req = requests::controller_publish(w, &v, false);
+        let (rpc, resp) = w.controller_publish(req).await;
+        let ok = rpc.ok();
+        calls.push(rpc);
+        if !ok {
+            return Ok(calls);
+        }
+        w.controller_published.insert(v.id.clone());
+        w.publish_context = resp.and_then(|r| serde_json::to_value(r.publish_context).ok());
+    }
+    let staging = if w.stages() {
+        let staging = w.staging_path(&v, false)?;
+        if !is_mounted(&staging) {
+            let req = requests::node_stage(
+                w,
+                &v,
+                &staging.display().to_string(),
+                super::node::context(w),
+            );
+            let rpc = w.node_stage(req).await;
+            w.stage_calls += 1;
+            let ok = rpc.ok();
+            calls.push(rpc);
+            if !ok {
+                return Ok(calls);
+            }
+        }
+        staging.display().to_string()
+    } else {
+        String::new()
+    };
+    let id = w.new_alloc_id();
+    let target = w.target_path(&id, &v, false)?;
+    let req = requests::node_publish(
+        w,
+        &v,
+        &staging,
+        &target.display().to_string(),
+        false,
+        super::node::context(w),
+    );
+    let rpc = w.node_publish(req).await;
+    let ok = rpc.ok();
+    calls.push(rpc);
+    if ok {
+        w.claims.push((
+            i,
+            Alloc {
+                id,
+                target,
+                readonly: false,
+            },
+            false,
+        ));
+    }
+    Ok(calls)
+}
+
+/// Release claim `c`: NodeUnpublishVolume (then the target directory is removed, as Nomad does),
+/// NodeUnstageVolume when no other live claim on the node uses the volume, and
+/// ControllerUnpublishVolume likewise. NOT_FOUND counts as done, as in Nomad.
+async fn release(w: &mut CsiWorld, c: usize) -> Result<Vec<Rpc>, String> {
+    let (i, alloc, _) = w
+        .claims
+        .get(c)
+        .cloned()
+        .ok_or_else(|| w.ctx().harness_error(format!("no claim #{}", c + 1)))?;
+    let v = w.vol(i)?.clone();
+    let mut calls = Vec::new();
+    let rpc = w
+        .node_unpublish(pb::NodeUnpublishVolumeRequest {
+            volume_id: v.id.clone(),
+            target_path: alloc.target.display().to_string(),
+        })
+        .await;
+    let done = ok_or_not_found(&rpc);
+    calls.push(rpc);
+    if !done {
+        return Ok(calls);
+    }
+    let _ = std::fs::remove_dir(&alloc.target);
+    w.claims[c].2 = true;
+    let others = w.claims.iter().any(|(j, _, released)| *j == i && !released);
+    if others {
+        return Ok(calls);
+    }
+    if w.stages() {
+        let staging = w.staging_path(&v, false)?;
+        let rpc = w
+            .node_unstage(pb::NodeUnstageVolumeRequest {
+                volume_id: v.id.clone(),
+                staging_target_path: staging.display().to_string(),
+            })
+            .await;
+        let done = ok_or_not_found(&rpc);
+        calls.push(rpc);
+        if !done {
+            return Ok(calls);
+        }
+    }
+    if w.controller_publishes() {
+        let rpc = w
+            .controller_unpublish(pb::ControllerUnpublishVolumeRequest {
+                volume_id: v.id.clone(),
+                node_id: w.config().node_id.clone(),
+                secrets: w.secrets(),
+            })
+            .await;
+        if ok_or_not_found(&rpc) {
+            w.controller_published.remove(&v.id);
+        }
+        calls.push(rpc);
+    }
+    Ok(calls)
+}
+
+#[when("Nomad claims the volume for an allocation")]
+async fn claims(w: &mut CsiWorld) -> StepResult {
+    w.last = claim(w, 0).await?;
+    Ok(())
+}
+
+#[given("Nomad has claimed the volume for an allocation")]
+async fn has_claimed(w: &mut CsiWorld) -> StepResult {
+    let calls = claim(w, 0).await?;
+    match calls.iter().find(|c| !c.ok()) {
+        None => Ok(()),
+        Some(bad) => Err(w.fail(
+            "precondition: every call of the claim succeeds",
+            &bad.summary(),
+            &[bad],
+        )),
+    }
+}
+
+fn all_succeed(w: &CsiWorld, what: &str) -> StepResult {
+    w.last_call()?;
+    match w.last.iter().find(|c| !c.ok()) {
+        None => Ok(()),
+        Some(bad) => Err(w.fail(
+            &format!("every call of {what} succeeds, in Nomad's order"),
+            &bad.summary(),
+            &w.last.iter().collect::<Vec<_>>(),
+        )),
+    }
+}
+
+#[then("every call of the claim succeeds")]
+async fn claim_ok(w: &mut CsiWorld) -> StepResult {
+    all_succeed(w, "the claim")
+}
+
+#[then("every call of the claims succeeds")]
+async fn claims_ok(w: &mut CsiWorld) -> StepResult {
+    all_succeed(w, "the claims")
+}
+
+#[then("every call of the release succeeds")]
+async fn release_ok(w: &mut CsiWorld) -> StepResult {
+    all_succeed(w, "the release")
+}
+
+#[then("every call of the release succeeds or fails with NOT_FOUND")]
+async fn release_ok_or_not_found(w: &mut CsiWorld) -> StepResult {
+    w.last_call()?;
+    match w.last.iter().find(|c| !ok_or_not_found(c)) {
+        None => Ok(()),
+        Some(bad) => Err(w.fail(
+            "a repeated release gets OK or NOT_FOUND; any other error keeps the volume claimed in Nomad",
+            &bad.summary(),
+            &w.last.iter().collect::<Vec<_>>(),
+        )),
+    }
+}
+
+fn claim_alloc(w: &CsiWorld, c: usize) -> Result<(usize, Alloc), String> {
+    w.claims
+        .get(c)
+        .map(|(i, a, _)| (*i, a.clone()))
+        .ok_or_else(|| {
+            let calls: Vec<&Rpc> = w.last.iter().collect();
+            w.fail(
+                "the claim succeeds",
+                &calls
+                    .iter()
+                    .find(|c| !c.ok())
+                    .map(|c| c.summary())
+                    .unwrap_or_else(|| "no allocation holds the volume".into()),
+                &calls,
+            )
+        })
+}
+
+#[then("the allocation's target path shows the volume")]
+async fn target_shows_volume(w: &mut CsiWorld) -> StepResult {
+    let (i, alloc) = claim_alloc(w, 0)?;
+    let v = w.vol(i)?.clone();
+    let calls: Vec<Rpc> = w.last.clone();
+    let refs: Vec<&Rpc> = calls.iter().collect();
+    if !is_mounted(&alloc.target) {
+        return Err(w.fail(
+            "the allocation's target path is a mount of the volume",
+            &format!("{} is not a mount point", alloc.target.display()),
+            &refs,
+        ));
+    }
+    let staging = if w.stages() {
+        Some(w.staging_path(&v, false)?)
+    } else {
+        None
+    };
+    let token = w.ctx().token.clone();
+    write_through(&alloc.target, staging.as_deref(), &token)
+        .map_err(|e| w.fail("the allocation's target path shows the volume", &e, &refs))
+}
+
+#[when("Nomad releases the volume for the allocation")]
+async fn releases(w: &mut CsiWorld) -> StepResult {
+    w.last = release(w, 0).await?;
+    Ok(())
+}
+
+#[when("Nomad releases the volume for the allocation again")]
+async fn releases_again(w: &mut CsiWorld) -> StepResult {
+    w.last = release(w, 0).await?;
+    Ok(())
+}
+
+#[given("Nomad has released the volume for the allocation")]
+async fn has_released(w: &mut CsiWorld) -> StepResult {
+    let calls = release(w, 0).await?;
+    match calls.iter().find(|c| !ok_or_not_found(c)) {
+        None => Ok(()),
+        Some(bad) => Err(w.fail("precondition: the release succeeds", &bad.summary(), &[bad])),
+    }
+}
+
+#[then("nothing stays mounted under the staging and allocation directories")]
+async fn nothing_mounted(w: &mut CsiWorld) -> StepResult {
+    let left = crate::ledger::mounts_under(&w.mount_base());
+    if left.is_empty() {
+        return Ok(());
+    }
+    let calls: Vec<&Rpc> = w.last.iter().collect();
+    Err(w.fail(
+        "after the release nothing the claim mounted is still mounted",
+        &format!(
+            "still mounted: {}",
+            left.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        &calls,
+    ))
+}
+
+#[then("the volume can be deleted")]
+async fn can_delete(w: &mut CsiWorld) -> StepResult {
+    let id = w.vol(0)?.id.clone();
+    let rpc = w.delete_volume(&id).await;
+    if rpc.ok() {
+        return Ok(());
+    }
+    Err(w.fail(
+        "after the release DeleteVolume succeeds (nothing holds the volume any more)",
+        &rpc.summary(),
+        &[&rpc],
+    ))
+}
+
+#[given("the plugin has created a multi-writer volume")]
+async fn multi_writer(w: &mut CsiWorld) -> StepResult {
+    w.must_create_volume(Mode::MultiNodeMultiWriter)
+        .await
+        .map(|_| ())
+}
+
+#[when("Nomad claims the volume for two allocations on the node")]
+async fn claims_twice(w: &mut CsiWorld) -> StepResult {
+    let mut calls = claim(w, 0).await?;
+    calls.extend(claim(w, 0).await?);
+    w.last = calls;
+    Ok(())
+}
+
+#[then("the volume was staged once")]
+async fn staged_once(w: &mut CsiWorld) -> StepResult {
+    if !w.stages() || w.stage_calls == 1 {
+        return Ok(());
+    }
+    let calls: Vec<&Rpc> = w.last.iter().collect();
+    Err(w.fail(
+        "one NodeStageVolume for two allocations on one node (Nomad skips it when the staging directory is already a mount)",
+        &format!("{} NodeStageVolume calls: the first stage did not leave a mount at the staging path", w.stage_calls),
+        &calls,
+    ))
+}
+
+#[then("a file written by the first allocation is seen by the second")]
+async fn shared_data(w: &mut CsiWorld) -> StepResult {
+    let (_, a) = claim_alloc(w, 0)?;
+    let (_, b) = claim_alloc(w, 1)?;
+    let token = w.ctx().token.clone();
+    let calls: Vec<Rpc> = w.last.clone();
+    let refs: Vec<&Rpc> = calls.iter().collect();
+    write_through(&a.target, Some(&b.target), &token)
+        .map_err(|e| w.fail("both allocations' targets show the same volume", &e, &refs))
+}
+
+#[when("Nomad releases the volume for the first allocation")]
+async fn releases_first(w: &mut CsiWorld) -> StepResult {
+    w.last = release(w, 0).await?;
+    Ok(())
+}
+
+#[when("Nomad releases the volume for the second allocation")]
+async fn releases_second(w: &mut CsiWorld) -> StepResult {
+    w.last = release(w, 1).await?;
+    Ok(())
+}
+
+#[then("the second allocation still sees the volume")]
+async fn second_still_sees(w: &mut CsiWorld) -> StepResult {
+    let (_, b) = claim_alloc(w, 1)?;
+    let name = format!("nomad-conform-{}.txt", w.ctx().token);
+    let calls: Vec<Rpc> = w.last.clone();
+    let refs: Vec<&Rpc> = calls.iter().collect();
+    if let Some(bad) = refs.iter().find(|c| !c.ok()) {
+        return Err(w.fail(
+            "releasing the first allocation succeeds",
+            &bad.summary(),
+            &refs,
+        ));
+    }
+    if is_mounted(&b.target) && b.target.join(&name).is_file() {
+        return Ok(());
+    }
+    Err(w.fail(
+        "after the first allocation stops, the second one's target still shows the volume (Nomad unstages only after the last allocation)",
+        &format!(
+            "{} is {}",
+            b.target.display(),
+            if is_mounted(&b.target) { "mounted but the file is gone" } else { "no longer a mount" }
+        ),
+        &refs,
+    ))
+}
+
+#[given("the plugin has created as many volumes as the node's limit, and one more")]
+async fn created_limit_plus_one(w: &mut CsiWorld) -> StepResult {
+    let n = w.config().max_volumes_per_node;
+    if !(1..=64).contains(&n) {
+        return Err(w.ctx().skip(format!(
+            "max_volumes_per_node is {n}: the harness tests limits from 1 to 64"
+        )));
+    }
+    for _ in 0..=n {
+        w.must_create_volume(Mode::SingleNodeWriter).await?;
+    }
+    Ok(())
+}
+
+#[when("Nomad publishes every volume to the node")]
+async fn publishes_all(w: &mut CsiWorld) -> StepResult {
+    let mut calls = Vec::new();
+    for i in 0..w.vols.len() {
+        let v = w.vols[i].clone();
+        let req = requests::controller_publish(w, &v, false);
+        calls.push(w.controller_publish(req).await.0);
+    }
+    w.last = calls;
+    Ok(())
+}
+
+#[then("every volume up to the limit is published")]
+async fn up_to_limit(w: &mut CsiWorld) -> StepResult {
+    let n = w.config().max_volumes_per_node as usize;
+    match w.last.iter().take(n).find(|c| !c.ok()) {
+        None => Ok(()),
+        Some(bad) => Err(w.fail(
+            &format!("the first {n} volumes (max_volumes_per_node) can be published to the node"),
+            &bad.summary(),
+            &[bad],
+        )),
+    }
+}
+
+#[then("the one over the limit fails with RESOURCE_EXHAUSTED")]
+async fn over_limit(w: &mut CsiWorld) -> StepResult {
+    let n = w.config().max_volumes_per_node;
+    let rpc = w.last_call()?;
+    if rpc.code == Code::ResourceExhausted {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!(
+            "volume {} on a node whose max_volumes_per_node is {n} fails with RESOURCE_EXHAUSTED",
+            n + 1
+        ),
+        &rpc.outcome(),
+        &[rpc],
+    ))
+}
+
+#[when(expr = "the harness creates one volume name with {int} concurrent calls")]
+async fn concurrent_creates(w: &mut CsiWorld, n: usize) {
+    let name = w.unique_name("vol");
+    let conn = w.config().controller.clone();
+    let d = w.ctx().run.profile.csi.rpc_deadline;
+    let reqs: Vec<_> = (0..n)
+        .map(|_| requests::create_volume(w, &name, Mode::SingleNodeWriter))
+        .collect();
+    let results = join_all(reqs.into_iter().map(|req| {
+        let mut cl = conn.controller();
+        async move {
+            call("Controller", "CreateVolume", req, d, |r| async move {
+                cl.create_volume(r).await
+            })
+            .await
+        }
+    }))
+    .await;
+    let mut calls = Vec::new();
+    for (rpc, resp) in results {
+        w.record(&rpc, &conn);
+        if let Some(v) = resp.and_then(|r| r.volume)
+            && !w.vols.iter().any(|x| x.id == v.volume_id)
+        {
+            let size = w.config().volume_size;
+            w.adopt_volume(&name, &v, size, Mode::SingleNodeWriter);
+        }
+        calls.push(rpc);
+    }
+    w.last = calls;
+}
+
+fn volume_id(rpc: &Rpc) -> Option<String> {
+    rpc.response
+        .as_ref()?
+        .get("volume")?
+        .get("volume_id")?
+        .as_str()
+        .map(str::to_string)
+}
+
+#[then("every call that succeeds returns the same volume ID")]
+async fn same_id(w: &mut CsiWorld) -> StepResult {
+    let ids: std::collections::BTreeSet<String> = w.last.iter().filter_map(volume_id).collect();
+    if ids.len() <= 1 {
+        return Ok(());
+    }
+    let calls: Vec<&Rpc> = w.last.iter().collect();
+    Err(w.fail(
+        "concurrent CreateVolume calls with one name make one volume",
+        &format!("{} different volumes: {ids:?}", ids.len()),
+        &calls,
+    ))
+}
+
+#[then("at least one call succeeds")]
+async fn one_succeeds(w: &mut CsiWorld) -> StepResult {
+    if w.last.iter().any(|c| c.ok()) {
+        return Ok(());
+    }
+    let calls: Vec<&Rpc> = w.last.iter().collect();
+    Err(w.fail(
+        "at least one of the concurrent CreateVolume calls succeeds (others may get ABORTED)",
+        &w.last
+            .iter()
+            .map(|c| c.outcome())
+            .collect::<Vec<_>>()
+            .join("; "),
+        &calls,
+    ))
+}
+
+#[when("the harness runs the full volume lifecycle repeatedly")]
+async fn lifecycles(w: &mut CsiWorld) -> StepResult {
+    let rounds = w.config().idempotency_count;
+    let mut failures = Vec::new();
+    let mut all = Vec::new();
+    for round in 1..=rounds {
+        let before = w.vols.len();
+        // Create, twice: a retried create returns the same volume.
+        let name = w.unique_name("vol");
+        for _ in 0..2 {
+            let req = requests::create_volume(w, &name, Mode::SingleNodeWriter);
+            let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+            if !rpc.ok() {
+                failures.push(format!("round {round}: {}", rpc.summary()));
+            }
+            all.push(rpc);
+        }
+        if w.vols.len() == before {
+            break;
+        }
+        let i = w.vols.len() - 1;
+        // The Nomad claim, then the release, then the release again (a retry).
+        let claim_calls = claim(w, i).await?;
+        for c in claim_calls.iter().filter(|c| !c.ok()) {
+            failures.push(format!("round {round}: {}", c.summary()));
+        }
+        all.extend(claim_calls);
+        if let Some(c) = w
+            .claims
+            .iter()
+            .position(|(j, _, released)| *j == i && !released)
+        {
+            for attempt in 0..2 {
+                let calls = release(w, c).await?;
+                for r in calls
+                    .iter()
+                    .filter(|r| !(r.ok() || attempt > 0 && r.code == Code::NotFound))
+                {
+                    failures.push(format!("round {round}: {}", r.summary()));
+                }
+                all.extend(calls);
+            }
+        }
+        let id = w.vols[i].id.clone();
+        for _ in 0..2 {
+            let rpc = w.delete_volume(&id).await;
+            if !rpc.ok() {
+                failures.push(format!("round {round}: {}", rpc.summary()));
+            }
+            all.push(rpc);
+        }
+    }
+    w.round_failures = failures;
+    w.last = all;
+    Ok(())
+}
+
+#[then("every step of every round succeeds")]
+async fn rounds_ok(w: &mut CsiWorld) -> StepResult {
+    w.last_call()?;
+    if w.round_failures.is_empty() {
+        return Ok(());
+    }
+    let failed: Vec<&Rpc> = w.last.iter().filter(|c| !c.ok()).take(5).collect();
+    Err(w.fail(
+        &format!(
+            "{} rounds of create, claim, release and delete, each call repeated once as a retry would, all succeed",
+            w.config().idempotency_count
+        ),
+        &w.round_failures.join("\n"),
+        &failed,
+    ))
+}
+
+#[when("the plugin restarts")]
+async fn restarts(w: &mut CsiWorld) -> StepResult {
+    let Some(launcher) = w.config().launcher.clone() else {
+        return Err(w.ctx().skip("the plugin was not launched by the harness"));
+    };
+    let timeout = w.ctx().run.profile.harness.launch_timeout;
+    launcher
+        .restart(timeout)
+        .await
+        .map_err(|e| w.fail("the plugin starts again", &e, &[]))?;
+    let dial = std::time::Duration::from_secs(1);
+    w.config()
+        .node
+        .reconnect(dial)
+        .await
+        .map_err(|e| w.ctx().harness_error(e))?;
+    if !std::sync::Arc::ptr_eq(&w.config().node, &w.config().controller) {
+        w.config()
+            .controller
+            .reconnect(dial)
+            .await
+            .map_err(|e| w.ctx().harness_error(e))?;
+    }
+    Ok(())
+}

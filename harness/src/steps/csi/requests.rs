@@ -1,0 +1,162 @@
+//! Requests as Nomad builds them, and the "without X" variants the validation clauses send.
+
+use super::{CsiWorld, Vol};
+use crate::plugins::csi::pb;
+use pb::volume_capability::access_mode::Mode as PbMode;
+
+/// The access modes the suite uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    #[default]
+    SingleNodeWriter,
+    MultiNodeMultiWriter,
+}
+
+impl Mode {
+    fn pb(self) -> PbMode {
+        match self {
+            Mode::SingleNodeWriter => PbMode::SingleNodeWriter,
+            Mode::MultiNodeMultiWriter => PbMode::MultiNodeMultiWriter,
+        }
+    }
+
+    pub fn spec_name(self) -> &'static str {
+        self.pb().as_str_name()
+    }
+
+    /// Nomad's `<usage>` path element: `rw-file-system-single-node-writer`.
+    pub fn usage(self, readonly: bool) -> String {
+        let access = match self {
+            Mode::SingleNodeWriter => "single-node-writer",
+            Mode::MultiNodeMultiWriter => "multi-node-multi-writer",
+        };
+        format!(
+            "{}-file-system-{access}",
+            if readonly { "ro" } else { "rw" }
+        )
+    }
+
+    /// A mount capability with this access mode, as Nomad sends for `attachment_mode =
+    /// "file-system"` (no fs_type, no flags).
+    pub fn capability(self) -> pb::VolumeCapability {
+        pb::VolumeCapability {
+            access_type: Some(pb::volume_capability::AccessType::Mount(
+                pb::volume_capability::MountVolume::default(),
+            )),
+            access_mode: Some(pb::volume_capability::AccessMode {
+                mode: self.pb() as i32,
+            }),
+        }
+    }
+}
+
+pub fn capacity(bytes: i64) -> Option<pb::CapacityRange> {
+    Some(pb::CapacityRange {
+        required_bytes: bytes,
+        limit_bytes: 0,
+    })
+}
+
+pub fn create_volume(w: &CsiWorld, name: &str, mode: Mode) -> pb::CreateVolumeRequest {
+    pb::CreateVolumeRequest {
+        name: name.to_string(),
+        capacity_range: capacity(w.config().volume_size),
+        volume_capabilities: vec![mode.capability()],
+        parameters: w.config().volume_parameters.clone(),
+        secrets: w.secrets(),
+        ..Default::default()
+    }
+}
+
+pub fn controller_publish(
+    w: &CsiWorld,
+    vol: &Vol,
+    readonly: bool,
+) -> pb::ControllerPublishVolumeRequest {
+    pb::ControllerPublishVolumeRequest {
+        volume_id: vol.id.clone(),
+        node_id: w.config().node_id.clone(),
+        volume_capability: Some(vol.mode.capability()),
+        readonly,
+        secrets: w.secrets(),
+        volume_context: volume_context(vol),
+    }
+}
+
+pub fn volume_context(vol: &Vol) -> std::collections::HashMap<String, String> {
+    vol.volume
+        .as_ref()
+        .and_then(|v| v.get("volume_context"))
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .unwrap_or_default()
+}
+
+pub fn node_stage(
+    w: &CsiWorld,
+    vol: &Vol,
+    staging: &str,
+    publish_context: std::collections::HashMap<String, String>,
+) -> pb::NodeStageVolumeRequest {
+    pb::NodeStageVolumeRequest {
+        volume_id: vol.id.clone(),
+        publish_context,
+        staging_target_path: staging.to_string(),
+        volume_capability: Some(vol.mode.capability()),
+        secrets: w.secrets(),
+        volume_context: volume_context(vol),
+    }
+}
+
+pub fn node_publish(
+    w: &CsiWorld,
+    vol: &Vol,
+    staging: &str,
+    target: &str,
+    readonly: bool,
+    publish_context: std::collections::HashMap<String, String>,
+) -> pb::NodePublishVolumeRequest {
+    pb::NodePublishVolumeRequest {
+        volume_id: vol.id.clone(),
+        publish_context,
+        staging_target_path: staging.to_string(),
+        target_path: target.to_string(),
+        volume_capability: Some(vol.mode.capability()),
+        readonly,
+        secrets: w.secrets(),
+        volume_context: volume_context(vol),
+    }
+}
+
+/// The field a "without X" step leaves out, by method.
+pub fn known_omission(method: &str, field: &str) -> bool {
+    matches!(
+        (method, field),
+        ("CreateVolume", "name" | "volume capabilities")
+            | ("DeleteVolume", "volume ID")
+            | (
+                "ValidateVolumeCapabilities",
+                "volume ID" | "volume capabilities"
+            )
+            | (
+                "ControllerPublishVolume",
+                "volume ID" | "node ID" | "volume capability"
+            )
+            | ("ControllerUnpublishVolume", "volume ID")
+            | (
+                "NodeStageVolume",
+                "volume ID" | "staging target path" | "volume capability"
+            )
+            | ("NodeUnstageVolume", "volume ID" | "staging target path")
+            | (
+                "NodePublishVolume",
+                "volume ID" | "target path" | "volume capability"
+            )
+            | ("NodeUnpublishVolume", "volume ID" | "target path")
+            | ("NodeGetVolumeStats", "volume ID" | "volume path")
+            | ("CreateSnapshot", "name" | "source volume ID")
+            | ("DeleteSnapshot", "snapshot ID")
+            | ("ControllerExpandVolume", "volume ID" | "capacity range")
+            | ("NodeExpandVolume", "volume ID" | "volume path")
+            | ("ControllerModifyVolume", "volume ID")
+    )
+}

@@ -1,0 +1,178 @@
+//! Shared by the fixture tests: what an expect.toml says, and how a run is compared with it.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nomad_conform_reports::model::{RunRecord, Verdict};
+use serde::Deserialize;
+
+/// A fixture's expectations.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    pub description: String,
+    /// Clauses whose verdict must be a failure (fail, timed-out or leaked).
+    #[serde(default)]
+    pub fail: Vec<String>,
+    /// Clauses that must be skipped.
+    #[serde(default)]
+    pub skip: Vec<String>,
+    /// Extra arguments for nomad-conform, run from the fixture's directory.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// CSI: the fault switches of the reference plugin this fixture turns on.
+    #[serde(default)]
+    pub faults: Vec<String>,
+    /// CSI: extra arguments for the reference plugin.
+    #[serde(default)]
+    pub plugin_args: Vec<String>,
+}
+
+impl Expect {
+    pub fn load(dir: &Path) -> Expect {
+        let path = dir.join("expect.toml");
+        toml::from_str(&std::fs::read_to_string(&path).expect("expect.toml"))
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+}
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Tests that mount need root: skip elsewhere, but never in CI.
+pub fn needs_root(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run {what} as root"
+    );
+    eprintln!("skipped: {what} needs root");
+    false
+}
+
+/// Names of the fixture directories (those with an expect.toml) under `fixtures/<kind>`.
+pub fn fixture_dirs(kind: &str) -> BTreeSet<String> {
+    std::fs::read_dir(root().join("fixtures").join(kind))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("expect.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Run nomad-conform with `args` from `dir`, writing JSON and JUnit, and compare every verdict
+/// with `expect`; panics listing every mismatch.
+pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) {
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let junit = out_dir.path().join("run.xml");
+    let output: Output = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .current_dir(dir)
+        .args(args)
+        .args(&expect.args)
+        .args(["--seed", "7", "--json"])
+        .arg(&json)
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .expect("run nomad-conform");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no JSON record ({e})\nstdout:\n{stdout}\nstderr:\n{stderr}"));
+    let record: RunRecord = serde_json::from_str(&text).unwrap();
+
+    let mut problems = Vec::new();
+    let ids: BTreeSet<&str> = record.cases.iter().map(|c| c.clause.as_str()).collect();
+    for named in expect.fail.iter().chain(&expect.skip) {
+        if !ids.contains(named.as_str()) {
+            problems.push(format!("{named}: named in expect.toml but not in the run"));
+        }
+    }
+    for case in &record.cases {
+        let wanted = if expect.fail.contains(&case.clause) {
+            "fail"
+        } else if expect.skip.contains(&case.clause) {
+            "skip"
+        } else {
+            "pass"
+        };
+        let ok = match wanted {
+            "fail" => case.verdict.is_failure(),
+            "skip" => case.verdict == Verdict::Skip,
+            _ => case.verdict == Verdict::Pass,
+        };
+        if !ok {
+            problems.push(format!(
+                "{}: expected {wanted}, got {}\n    {}",
+                case.clause,
+                case.verdict.as_str(),
+                case.reason.as_deref().unwrap_or("").replace('\n', "\n    ")
+            ));
+        }
+    }
+    let want_code = if record.cases.iter().any(|c| c.is_blocking(false)) {
+        1
+    } else {
+        0
+    };
+    if output.status.code() != Some(want_code) {
+        problems.push(format!(
+            "exit status {:?}, expected {want_code}",
+            output.status.code()
+        ));
+    }
+    // Every shape of failure still validates against Jenkins' JUnit schema.
+    let lint = Command::new("xmllint")
+        .arg("--noout")
+        .arg("--schema")
+        .arg(root().join("reports/schema/junit-10.xsd"))
+        .arg(&junit)
+        .output()
+        .expect("xmllint (libxml2-utils) is installed by scripts/test");
+    if !lint.status.success() {
+        problems.push(format!(
+            "the JUnit report does not validate: {}",
+            String::from_utf8_lossy(&lint.stderr)
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "{label} ({}): {} mismatches\n{}\n\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        expect.description,
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// The MUST clauses of a suite that no fixture names in its `fail` list.
+pub fn unproven_must_clauses(kind: &str, fixtures: &[&str]) -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .args(["list", kind])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8(out.stdout).unwrap();
+    let must: BTreeSet<&str> = listing
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("MUST"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(must.len() > 20, "{listing}");
+    let mut failed = BTreeSet::new();
+    for dir in fixtures {
+        let e = Expect::load(&root().join("fixtures").join(kind).join(dir));
+        failed.extend(e.fail);
+    }
+    must.iter()
+        .filter(|c| !failed.contains(**c))
+        .map(|c| c.to_string())
+        .collect()
+}
