@@ -1,3 +1,6 @@
+// Compiled into several test binaries, each of which uses part of it.
+#![allow(dead_code)]
+
 //! Shared by the fixture tests: what an expect.toml says, and how a run is compared with it.
 
 use std::collections::BTreeSet;
