@@ -1,0 +1,245 @@
+//! `nomad-conform csi` targets and inputs: a running plugin by --endpoint (and
+//! --controller-endpoint), --launch failures, bad options, and secrets that never reach a report.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::needs_root;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+}
+
+fn csi_hostpath() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("csi-hostpath")
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A plugin the test starts itself; killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_plugin(dir: &std::path::Path) -> (Running, PathBuf) {
+    let socket = dir.join("csi.sock");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let child = Command::new(csi_hostpath())
+        .arg("--endpoint")
+        .arg(format!("unix://{}", socket.display()))
+        .args(["--node-id", "outside-node", "--state-dir"])
+        .arg(&state)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("csi-hostpath is built by `cargo test --workspace`");
+    let until = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < until, "the plugin never made its socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (Running(child), socket)
+}
+
+#[test]
+fn bad_targets_are_usage_errors() {
+    for (args, needle) in [
+        (vec!["csi"], "give the plugin's socket"),
+        (
+            vec!["csi", "--endpoint", "tcp://127.0.0.1:1"],
+            "not a unix:// endpoint",
+        ),
+        (
+            vec!["csi", "--endpoint", "unix:///x.sock", "--launch", "x"],
+            "exclude each other",
+        ),
+        (
+            vec![
+                "csi",
+                "--launch",
+                "x",
+                "--controller-endpoint",
+                "unix:///c.sock",
+            ],
+            "--controller-endpoint goes with --endpoint",
+        ),
+        (
+            vec![
+                "csi",
+                "--endpoint",
+                "unix:///x.sock",
+                "--secrets",
+                "/nonexistent.json",
+            ],
+            "--secrets",
+        ),
+        (
+            vec![
+                "csi",
+                "--endpoint",
+                "unix:///x.sock",
+                "--mutable-parameters",
+                "[1]",
+            ],
+            "--mutable-parameters",
+        ),
+    ] {
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    }
+}
+
+#[test]
+fn unreachable_or_dying_plugins_exit_3_with_a_clear_error() {
+    let (code, _, stderr) = run(&["csi", "--endpoint", "unix:///nonexistent/csi.sock"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("cannot reach the plugin"), "{stderr}");
+
+    let (code, _, stderr) = run(&["csi", "--launch", "sh -c 'echo broken config >&2; exit 1'"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("exited"), "{stderr}");
+    assert!(
+        stderr.contains("broken config"),
+        "the plugin's own words: {stderr}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.toml");
+    std::fs::write(&profile, "[harness]\nlaunch_timeout = \"500ms\"\n").unwrap();
+    let t = Instant::now();
+    let (code, _, stderr) = run(&[
+        "csi",
+        "--launch",
+        "sleep 30",
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("did not accept connections within 500ms"),
+        "{stderr}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.trim() == "sleep 30")
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the launched command was left running: {left:?}"
+    );
+}
+
+#[test]
+fn a_running_plugin_by_endpoint_and_controller_endpoint() {
+    if !needs_root("the CSI endpoint test (bind mounts)") {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("ncep")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let (_plugin, socket) = start_plugin(dir.path());
+    let endpoint = format!("unix://{}", socket.display());
+    let json = dir.path().join("run.json");
+    let (code, stdout, stderr) = run(&[
+        "csi",
+        "--endpoint",
+        &endpoint,
+        "--controller-endpoint",
+        &endpoint,
+        "--tags",
+        "@CSI-NOMAD-CLAIM or @CSI-NOMAD-RELEASE or @CSI-NOMAD-RESTART or @CSI-IDENTITY-PLUGIN-INFO",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let verdict = |id: &str| {
+        record["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["clause"] == id)
+            .map(|c| c["verdict"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(verdict("CSI-NOMAD-CLAIM"), "pass");
+    assert_eq!(verdict("CSI-NOMAD-RELEASE"), "pass");
+    assert_eq!(
+        verdict("CSI-NOMAD-RESTART"),
+        "skip",
+        "a plugin the harness did not start cannot be restarted"
+    );
+    assert_eq!(record["subject"]["details"]["node_id"], "outside-node");
+    assert_eq!(record["subject"]["version"], "0.1.0");
+}
+
+#[test]
+fn secrets_never_reach_a_report() {
+    if !needs_root("the CSI secrets test (bind mounts)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.json");
+    std::fs::write(&secrets, r#"{"password": "hunter2-csi-secret"}"#).unwrap();
+    let launch = format!(
+        "{} --endpoint {{endpoint}} --node-id n1 --state-dir {{state_dir}}",
+        csi_hostpath().display()
+    );
+    let out = |ext: &str| dir.path().join(format!("r.{ext}"));
+    let (code, stdout, stderr) = run(&[
+        "-v",
+        "csi",
+        "--launch",
+        &launch,
+        "--secrets",
+        secrets.to_str().unwrap(),
+        "--tags",
+        "@CSI-NOMAD-CLAIM or @CSI-CONTROLLER-CREATE-NO-NAME",
+        "--json",
+        out("json").to_str().unwrap(),
+        "--junit",
+        out("xml").to_str().unwrap(),
+        "--html",
+        out("html").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    for ext in ["json", "xml", "html"] {
+        let text = std::fs::read_to_string(out(ext)).unwrap();
+        assert!(
+            !text.contains("hunter2"),
+            "the secret is in the {ext} report"
+        );
+        assert!(
+            text.contains("password"),
+            "the {ext} report shows which secret was sent"
+        );
+    }
+    assert!(!stdout.contains("hunter2"), "{stdout}");
+}
