@@ -34,7 +34,7 @@ use nomad_conform_proto::csi::v1::{
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-use crate::faults::Fault;
+use crate::faults::{Fault, Faults};
 use crate::locks::LockKey;
 use crate::plugin::Plugin;
 use crate::rpc;
@@ -70,24 +70,28 @@ impl ControllerService {
     ) -> Result<CreateVolumeResponse, Status> {
         let plugin = &*self.plugin;
         let faults = &plugin.faults;
-        let name = if !req.name.is_empty() {
-            req.name.clone()
-        } else if faults.has(Fault::CreateAcceptsMissingName) {
+        let name = if req.name.is_empty() && faults.has(Fault::CreateAcceptsMissingName) {
             format!("unnamed-{}", Uuid::new_v4())
         } else {
-            return Err(Status::invalid_argument("name is required"));
+            rpc::require(faults, &req.name, "name")?;
+            req.name.clone()
         };
-        if req.volume_capabilities.is_empty() {
-            return Err(Status::invalid_argument(
-                "volume_capabilities is required (at least one capability)",
-            ));
-        }
+        rpc::require_field(
+            faults,
+            !req.volume_capabilities.is_empty(),
+            "volume_capabilities (at least one capability)",
+        )?;
         for capability in &req.volume_capabilities {
             rpc::parse_capability(capability)?;
         }
         let (required, limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
         check_mutable_parameters(&req.mutable_parameters)?;
-        let source = content_source(req.volume_content_source.as_ref())?;
+        // create-ignores-content-source: every volume starts empty, whatever was asked.
+        let source = if faults.has(Fault::CreateIgnoresContentSource) {
+            None
+        } else {
+            content_source(faults, req.volume_content_source.as_ref())?
+        };
         let parameters = sorted(&req.parameters);
 
         // create-races: without the name lock, concurrent creates with one name all see "no
@@ -103,9 +107,7 @@ impl ControllerService {
             && let Some(existing) = plugin.store.read(|s| s.volume_by_name(&name).cloned())
         {
             self.check_same_request(&existing, required, limit, &parameters, source.as_ref())?;
-            return Ok(CreateVolumeResponse {
-                volume: Some(volume_message(&existing)),
-            });
+            return Ok(self.created(&existing, required));
         }
 
         // Hold the source's lock so it cannot be deleted halfway through the copy.
@@ -143,6 +145,20 @@ impl ControllerService {
         let capacity = choose_capacity(required, limit, source_bytes)?;
         plugin.store.read(|s| admit(s, capacity))?;
 
+        // create-empty-id: answer as if a volume had been made, with no id, and keep nothing
+        // (a volume nobody can name could never be deleted).
+        if faults.has(Fault::CreateEmptyId) {
+            let volume = Volume {
+                id: String::new(),
+                name,
+                capacity_bytes: capacity,
+                parameters,
+                mutable_parameters: sorted(&req.mutable_parameters),
+                content_source: source,
+            };
+            return Ok(self.created(&volume, required));
+        }
+
         if faults.has(Fault::CreateRaces) {
             tokio::time::sleep(RACE_WINDOW).await;
         }
@@ -171,9 +187,19 @@ impl ControllerService {
             let _ = plugin.storage.remove(dir).await;
             return Err(status);
         }
-        Ok(CreateVolumeResponse {
-            volume: Some(volume_message(&volume)),
-        })
+        Ok(self.created(&volume, required))
+    }
+
+    /// CreateVolume's answer for a volume it made or found, for a request of `required` bytes.
+    fn created(&self, volume: &Volume, required: i64) -> CreateVolumeResponse {
+        let mut message = volume_message(volume);
+        // create-ignores-capacity: report half of what was asked for.
+        if self.plugin.faults.has(Fault::CreateIgnoresCapacity) && required > 0 {
+            message.capacity_bytes = required / 2;
+        }
+        CreateVolumeResponse {
+            volume: Some(message),
+        }
     }
 
     /// Whether a CreateVolume retry asks for what `existing` is: ALREADY_EXISTS if not.
@@ -215,7 +241,7 @@ impl ControllerService {
     ) -> Result<DeleteVolumeResponse, Status> {
         let plugin = &*self.plugin;
         let id = req.volume_id.as_str();
-        rpc::require(id, "volume_id")?;
+        rpc::require(&plugin.faults, id, "volume_id")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
 
         let (exists, in_use) = plugin
@@ -234,6 +260,10 @@ impl ControllerService {
             return Err(Status::failed_precondition(format!(
                 "volume {id:?} cannot be deleted: {reason}"
             )));
+        }
+        // delete-keeps-volume: say it is done, do nothing.
+        if plugin.faults.has(Fault::DeleteKeepsVolume) {
+            return Ok(DeleteVolumeResponse {});
         }
         plugin
             .storage
@@ -255,15 +285,23 @@ impl ControllerService {
         let faults = &plugin.faults;
         let id = req.volume_id.as_str();
         let node = req.node_id.as_str();
-        rpc::require(id, "volume_id")?;
-        rpc::require(node, "node_id")?;
-        let capability = rpc::required_capability(&req.volume_capability, "volume_capability")?;
-        let reply = ControllerPublishVolumeResponse {
+        rpc::require(faults, id, "volume_id")?;
+        rpc::require(faults, node, "node_id")?;
+        let capability =
+            rpc::required_capability(faults, &req.volume_capability, "volume_capability")?;
+        let mut reply = ControllerPublishVolumeResponse {
             publish_context: HashMap::from([
                 ("node_id".to_string(), node.to_string()),
                 ("readonly".to_string(), req.readonly.to_string()),
             ]),
         };
+        // publish-context-changes: a fresh attachment id in every answer, so a retry's
+        // publish_context differs from the first one.
+        if faults.has(Fault::PublishContextChanges) {
+            reply
+                .publish_context
+                .insert("attachment_id".to_string(), Uuid::new_v4().to_string());
+        }
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
 
         if !plugin.store.read(|s| s.volumes.contains_key(id)) {
@@ -335,7 +373,7 @@ impl ControllerService {
         let plugin = &*self.plugin;
         let id = req.volume_id.as_str();
         let node = req.node_id.as_str();
-        rpc::require(id, "volume_id")?;
+        rpc::require(&plugin.faults, id, "volume_id")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
 
         // An empty node_id means every node. An unknown volume or node is simply not
@@ -367,13 +405,13 @@ impl ControllerService {
         let plugin = &*self.plugin;
         let faults = &plugin.faults;
         let id = req.volume_id.as_str();
-        rpc::require(id, "volume_id")?;
-        if req.volume_capabilities.is_empty()
-            && !faults.has(Fault::ValidateAcceptsMissingCapabilities)
-        {
-            return Err(Status::invalid_argument(
-                "volume_capabilities is required (at least one capability)",
-            ));
+        rpc::require(faults, id, "volume_id")?;
+        if !faults.has(Fault::ValidateAcceptsMissingCapabilities) {
+            rpc::require_field(
+                faults,
+                !req.volume_capabilities.is_empty(),
+                "volume_capabilities (at least one capability)",
+            )?;
         }
         let volume = plugin.store.read(|s| s.volumes.get(id).cloned());
         if volume.is_none() && !faults.has(Fault::ValidateUnknownOk) {
@@ -395,6 +433,9 @@ impl ControllerService {
         }
         if let Err(status) = check_mutable_parameters(&req.mutable_parameters) {
             problems.push(status.message().to_string());
+        }
+        if faults.has(Fault::ValidateNotConfirmed) {
+            problems.push("nothing is confirmed (validate-not-confirmed fault)".into());
         }
         if !problems.is_empty() {
             return Ok(ValidateVolumeCapabilitiesResponse {
@@ -451,6 +492,13 @@ impl ControllerService {
         } else {
             0
         };
+        if self.plugin.faults.has(Fault::GetCapacityNegative) {
+            return GetCapacityResponse {
+                available_capacity: -1,
+                maximum_volume_size: Some(available),
+                minimum_volume_size: None,
+            };
+        }
         GetCapacityResponse {
             available_capacity: available,
             maximum_volume_size: Some(available),
@@ -464,8 +512,8 @@ impl ControllerService {
     ) -> Result<CreateSnapshotResponse, Status> {
         let plugin = &*self.plugin;
         let source = req.source_volume_id.as_str();
-        rpc::require(source, "source_volume_id")?;
-        rpc::require(&req.name, "name")?;
+        rpc::require(&plugin.faults, source, "source_volume_id")?;
+        rpc::require(&plugin.faults, &req.name, "name")?;
         let _name_lock = plugin.locks.lock(LockKey::SnapshotName(&req.name)).await;
 
         if !plugin.faults.has(Fault::SnapshotNotIdempotent)
@@ -479,9 +527,7 @@ impl ControllerService {
                     existing.name, existing.id, existing.source_volume_id
                 )));
             }
-            return Ok(CreateSnapshotResponse {
-                snapshot: Some(snapshot_message(&existing)),
-            });
+            return Ok(self.snapshot_created(&existing));
         }
 
         let _volume_lock = plugin.locks.lock(LockKey::Volume(source)).await;
@@ -514,9 +560,18 @@ impl ControllerService {
             let _ = plugin.storage.remove(dir).await;
             return Err(status);
         }
-        Ok(CreateSnapshotResponse {
-            snapshot: Some(snapshot_message(&snapshot)),
-        })
+        Ok(self.snapshot_created(&snapshot))
+    }
+
+    /// CreateSnapshot's answer for a snapshot it cut or found.
+    fn snapshot_created(&self, snapshot: &Snapshot) -> CreateSnapshotResponse {
+        let mut message = snapshot_message(snapshot);
+        if self.plugin.faults.has(Fault::SnapshotNoCreationTime) {
+            message.creation_time = None;
+        }
+        CreateSnapshotResponse {
+            snapshot: Some(message),
+        }
     }
 
     async fn handle_delete_snapshot(
@@ -525,7 +580,7 @@ impl ControllerService {
     ) -> Result<DeleteSnapshotResponse, Status> {
         let plugin = &*self.plugin;
         let id = req.snapshot_id.as_str();
-        rpc::require(id, "snapshot_id")?;
+        rpc::require(&plugin.faults, id, "snapshot_id")?;
         let _lock = plugin.locks.lock(LockKey::Snapshot(id)).await;
 
         if !plugin.store.read(|s| s.snapshots.contains_key(id)) {
@@ -559,10 +614,12 @@ impl ControllerService {
                     && (req.source_volume_id.is_empty()
                         || s.source_volume_id == req.source_volume_id))
         };
+        // list-snapshots-empty: as if there were none.
+        let hide_all = plugin.faults.has(Fault::ListSnapshotsEmpty);
         let items = plugin.store.read(|s| {
             s.snapshots
                 .values()
-                .filter(|snap| wanted(snap))
+                .filter(|snap| !hide_all && wanted(snap))
                 .map(|snap| {
                     let entry = list_snapshots_response::Entry {
                         snapshot: Some(snapshot_message(snap)),
@@ -586,14 +643,14 @@ impl ControllerService {
         let plugin = &*self.plugin;
         let faults = &plugin.faults;
         let id = req.volume_id.as_str();
-        rpc::require(id, "volume_id")?;
-        let range = rpc::require_some(&req.capacity_range, "capacity_range")?;
-        let (required, limit) = rpc::capacity_bounds(Some(range))?;
-        if required == 0 && limit == 0 {
-            return Err(Status::invalid_argument(
-                "capacity_range must set required_bytes or limit_bytes",
-            ));
-        }
+        rpc::require(faults, id, "volume_id")?;
+        rpc::require_field(faults, req.capacity_range.is_some(), "capacity_range")?;
+        let (required, limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
+        rpc::require_field(
+            faults,
+            required > 0 || limit > 0,
+            "capacity_range.required_bytes or capacity_range.limit_bytes",
+        )?;
         if let Some(capability) = &req.volume_capability {
             rpc::parse_capability(capability)?;
         }
@@ -612,7 +669,10 @@ impl ControllerService {
         let current = volume.capacity_bytes;
         // Volumes only grow: a request the volume already satisfies changes nothing.
         // (expand-shrinks follows a smaller request down instead.)
-        let new_capacity = if wanted > current || faults.has(Fault::ExpandShrinks) {
+        // (expand-ignores-size leaves it as it is, whatever was asked.)
+        let new_capacity = if faults.has(Fault::ExpandIgnoresSize) {
+            current
+        } else if wanted > current || faults.has(Fault::ExpandShrinks) {
             wanted
         } else {
             current
@@ -647,21 +707,30 @@ impl ControllerService {
         req: ControllerModifyVolumeRequest,
     ) -> Result<ControllerModifyVolumeResponse, Status> {
         let plugin = &*self.plugin;
+        let faults = &plugin.faults;
         let id = req.volume_id.as_str();
-        rpc::require(id, "volume_id")?;
-        if req.mutable_parameters.is_empty() {
-            return Err(Status::invalid_argument(
-                "mutable_parameters is required (at least one parameter)",
-            ));
+        rpc::require(faults, id, "volume_id")?;
+        rpc::require_field(
+            faults,
+            !req.mutable_parameters.is_empty(),
+            "mutable_parameters (at least one parameter)",
+        )?;
+        // modify-accepts-unknown: any key and any value go through.
+        if !faults.has(Fault::ModifyAcceptsUnknown) {
+            check_mutable_parameters(&req.mutable_parameters)?;
         }
-        check_mutable_parameters(&req.mutable_parameters)?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
 
         if !plugin.store.read(|s| s.volumes.contains_key(id)) {
-            if plugin.faults.has(Fault::ModifyUnknownOk) {
+            if faults.has(Fault::ModifyUnknownOk) {
                 return Ok(ControllerModifyVolumeResponse {});
             }
             return Err(Status::not_found(format!("volume {id:?} does not exist")));
+        }
+        if faults.has(Fault::ModifyRejectsAll) {
+            return Err(Status::invalid_argument(format!(
+                "volume {id:?} cannot be modified (modify-rejects-all fault)"
+            )));
         }
         plugin.store.update(|s| {
             if let Some(volume) = s.volumes.get_mut(id) {
@@ -679,7 +748,7 @@ impl ControllerService {
         req: ControllerGetVolumeRequest,
     ) -> Result<ControllerGetVolumeResponse, Status> {
         let id = req.volume_id.as_str();
-        rpc::require(id, "volume_id")?;
+        rpc::require(&self.plugin.faults, id, "volume_id")?;
         self.plugin
             .store
             .read(|s| {
@@ -775,17 +844,28 @@ fn check_mutable_parameters(parameters: &HashMap<String, String>) -> Result<(), 
     Ok(())
 }
 
-fn content_source(source: Option<&VolumeContentSource>) -> Result<Option<ContentSource>, Status> {
+fn content_source(
+    faults: &Faults,
+    source: Option<&VolumeContentSource>,
+) -> Result<Option<ContentSource>, Status> {
     let Some(source) = source else {
         return Ok(None);
     };
     match &source.r#type {
         Some(volume_content_source::Type::Snapshot(s)) => {
-            rpc::require(&s.snapshot_id, "volume_content_source.snapshot.snapshot_id")?;
+            rpc::require(
+                faults,
+                &s.snapshot_id,
+                "volume_content_source.snapshot.snapshot_id",
+            )?;
             Ok(Some(ContentSource::Snapshot(s.snapshot_id.clone())))
         }
         Some(volume_content_source::Type::Volume(v)) => {
-            rpc::require(&v.volume_id, "volume_content_source.volume.volume_id")?;
+            rpc::require(
+                faults,
+                &v.volume_id,
+                "volume_content_source.volume.volume_id",
+            )?;
             Ok(Some(ContentSource::Volume(v.volume_id.clone())))
         }
         None => Err(Status::invalid_argument(
@@ -925,15 +1005,16 @@ impl Controller for ControllerService {
         &self,
         _request: Request<ControllerGetCapabilitiesRequest>,
     ) -> Result<Response<ControllerGetCapabilitiesResponse>, Status> {
-        let reply = ControllerGetCapabilitiesResponse {
-            capabilities: controller_capabilities(),
+        let result = if self.plugin.faults.has(Fault::ControllerCapabilitiesError) {
+            Err(Status::internal(
+                "failed to list the controller capabilities (controller-capabilities-error fault)",
+            ))
+        } else {
+            Ok(ControllerGetCapabilitiesResponse {
+                capabilities: controller_capabilities(),
+            })
         };
-        rpc::finish(
-            &self.plugin.faults,
-            "ControllerGetCapabilities",
-            "",
-            Ok(reply),
-        )
+        rpc::finish(&self.plugin.faults, "ControllerGetCapabilities", "", result)
     }
 
     async fn create_snapshot(

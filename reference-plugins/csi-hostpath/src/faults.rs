@@ -13,25 +13,37 @@ use std::str::FromStr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Fault {
     EmptyPluginName,
+    SlowPluginInfo,
+    PluginCapabilitiesError,
     EmptyNodeId,
     ProbeNotReady,
     ProbeError,
     SlowProbe,
+    ControllerCapabilitiesError,
+    NodeCapabilitiesError,
+    SkipRequiredFieldChecks,
     CreateNotIdempotent,
     CreateIgnoresCapacityConflict,
     CreateAcceptsMissingName,
     CreateRaces,
+    CreateEmptyId,
+    CreateIgnoresCapacity,
+    CreateIgnoresContentSource,
     DeleteUnknownNotFound,
     DeleteInUseOk,
+    DeleteKeepsVolume,
     PublishUnknownVolumeOk,
     PublishUnknownNodeOk,
     PublishIncompatibleOk,
     PublishIgnoresMaxVolumes,
+    PublishContextChanges,
     ControllerUnpublishNotIdempotent,
     ValidateAcceptsMissingCapabilities,
     ValidateUnknownOk,
+    ValidateNotConfirmed,
     ListIgnoresMaxEntries,
     ListBadTokenOk,
+    GetCapacityNegative,
     StageNotIdempotent,
     StageMissingPathOk,
     UnstageNotIdempotent,
@@ -39,15 +51,23 @@ pub enum Fault {
     NodePublishWithoutStageOk,
     NodePublishSecondTargetOk,
     NodePublishIgnoresReadonly,
+    NodePublishNoMount,
     NodeUnpublishNotIdempotent,
     NodeUnpublishKeepsMount,
     SnapshotNotIdempotent,
     SnapshotDeleteUnknownNotFound,
+    SnapshotNoCreationTime,
     ListSnapshotsIgnoresFilter,
+    ListSnapshotsEmpty,
     ExpandUnknownOk,
     ExpandShrinks,
+    ExpandIgnoresSize,
+    NodeExpandUnknownOk,
     ModifyUnknownOk,
+    ModifyRejectsAll,
+    ModifyAcceptsUnknown,
     StatsUnknownOk,
+    StatsNegative,
     ErrorDetails,
     ForgetState,
 }
@@ -56,25 +76,37 @@ impl Fault {
     /// Every fault, in the order `--help` lists them.
     pub const ALL: &'static [Fault] = &[
         Fault::EmptyPluginName,
+        Fault::SlowPluginInfo,
+        Fault::PluginCapabilitiesError,
         Fault::EmptyNodeId,
         Fault::ProbeNotReady,
         Fault::ProbeError,
         Fault::SlowProbe,
+        Fault::ControllerCapabilitiesError,
+        Fault::NodeCapabilitiesError,
+        Fault::SkipRequiredFieldChecks,
         Fault::CreateNotIdempotent,
         Fault::CreateIgnoresCapacityConflict,
         Fault::CreateAcceptsMissingName,
         Fault::CreateRaces,
+        Fault::CreateEmptyId,
+        Fault::CreateIgnoresCapacity,
+        Fault::CreateIgnoresContentSource,
         Fault::DeleteUnknownNotFound,
         Fault::DeleteInUseOk,
+        Fault::DeleteKeepsVolume,
         Fault::PublishUnknownVolumeOk,
         Fault::PublishUnknownNodeOk,
         Fault::PublishIncompatibleOk,
         Fault::PublishIgnoresMaxVolumes,
+        Fault::PublishContextChanges,
         Fault::ControllerUnpublishNotIdempotent,
         Fault::ValidateAcceptsMissingCapabilities,
         Fault::ValidateUnknownOk,
+        Fault::ValidateNotConfirmed,
         Fault::ListIgnoresMaxEntries,
         Fault::ListBadTokenOk,
+        Fault::GetCapacityNegative,
         Fault::StageNotIdempotent,
         Fault::StageMissingPathOk,
         Fault::UnstageNotIdempotent,
@@ -82,15 +114,23 @@ impl Fault {
         Fault::NodePublishWithoutStageOk,
         Fault::NodePublishSecondTargetOk,
         Fault::NodePublishIgnoresReadonly,
+        Fault::NodePublishNoMount,
         Fault::NodeUnpublishNotIdempotent,
         Fault::NodeUnpublishKeepsMount,
         Fault::SnapshotNotIdempotent,
         Fault::SnapshotDeleteUnknownNotFound,
+        Fault::SnapshotNoCreationTime,
         Fault::ListSnapshotsIgnoresFilter,
+        Fault::ListSnapshotsEmpty,
         Fault::ExpandUnknownOk,
         Fault::ExpandShrinks,
+        Fault::ExpandIgnoresSize,
+        Fault::NodeExpandUnknownOk,
         Fault::ModifyUnknownOk,
+        Fault::ModifyRejectsAll,
+        Fault::ModifyAcceptsUnknown,
         Fault::StatsUnknownOk,
+        Fault::StatsNegative,
         Fault::ErrorDetails,
         Fault::ForgetState,
     ];
@@ -99,25 +139,37 @@ impl Fault {
     pub fn name(self) -> &'static str {
         match self {
             Fault::EmptyPluginName => "empty-plugin-name",
+            Fault::SlowPluginInfo => "slow-plugin-info",
+            Fault::PluginCapabilitiesError => "plugin-capabilities-error",
             Fault::EmptyNodeId => "empty-node-id",
             Fault::ProbeNotReady => "probe-not-ready",
             Fault::ProbeError => "probe-error",
             Fault::SlowProbe => "slow-probe",
+            Fault::ControllerCapabilitiesError => "controller-capabilities-error",
+            Fault::NodeCapabilitiesError => "node-capabilities-error",
+            Fault::SkipRequiredFieldChecks => "skip-required-field-checks",
             Fault::CreateNotIdempotent => "create-not-idempotent",
             Fault::CreateIgnoresCapacityConflict => "create-ignores-capacity-conflict",
             Fault::CreateAcceptsMissingName => "create-accepts-missing-name",
             Fault::CreateRaces => "create-races",
+            Fault::CreateEmptyId => "create-empty-id",
+            Fault::CreateIgnoresCapacity => "create-ignores-capacity",
+            Fault::CreateIgnoresContentSource => "create-ignores-content-source",
             Fault::DeleteUnknownNotFound => "delete-unknown-not-found",
             Fault::DeleteInUseOk => "delete-in-use-ok",
+            Fault::DeleteKeepsVolume => "delete-keeps-volume",
             Fault::PublishUnknownVolumeOk => "publish-unknown-volume-ok",
             Fault::PublishUnknownNodeOk => "publish-unknown-node-ok",
             Fault::PublishIncompatibleOk => "publish-incompatible-ok",
             Fault::PublishIgnoresMaxVolumes => "publish-ignores-max-volumes",
+            Fault::PublishContextChanges => "publish-context-changes",
             Fault::ControllerUnpublishNotIdempotent => "controller-unpublish-not-idempotent",
             Fault::ValidateAcceptsMissingCapabilities => "validate-accepts-missing-capabilities",
             Fault::ValidateUnknownOk => "validate-unknown-ok",
+            Fault::ValidateNotConfirmed => "validate-not-confirmed",
             Fault::ListIgnoresMaxEntries => "list-ignores-max-entries",
             Fault::ListBadTokenOk => "list-bad-token-ok",
+            Fault::GetCapacityNegative => "get-capacity-negative",
             Fault::StageNotIdempotent => "stage-not-idempotent",
             Fault::StageMissingPathOk => "stage-missing-path-ok",
             Fault::UnstageNotIdempotent => "unstage-not-idempotent",
@@ -125,15 +177,23 @@ impl Fault {
             Fault::NodePublishWithoutStageOk => "node-publish-without-stage-ok",
             Fault::NodePublishSecondTargetOk => "node-publish-second-target-ok",
             Fault::NodePublishIgnoresReadonly => "node-publish-ignores-readonly",
+            Fault::NodePublishNoMount => "node-publish-no-mount",
             Fault::NodeUnpublishNotIdempotent => "node-unpublish-not-idempotent",
             Fault::NodeUnpublishKeepsMount => "node-unpublish-keeps-mount",
             Fault::SnapshotNotIdempotent => "snapshot-not-idempotent",
             Fault::SnapshotDeleteUnknownNotFound => "snapshot-delete-unknown-not-found",
+            Fault::SnapshotNoCreationTime => "snapshot-no-creation-time",
             Fault::ListSnapshotsIgnoresFilter => "list-snapshots-ignores-filter",
+            Fault::ListSnapshotsEmpty => "list-snapshots-empty",
             Fault::ExpandUnknownOk => "expand-unknown-ok",
             Fault::ExpandShrinks => "expand-shrinks",
+            Fault::ExpandIgnoresSize => "expand-ignores-size",
+            Fault::NodeExpandUnknownOk => "node-expand-unknown-ok",
             Fault::ModifyUnknownOk => "modify-unknown-ok",
+            Fault::ModifyRejectsAll => "modify-rejects-all",
+            Fault::ModifyAcceptsUnknown => "modify-accepts-unknown",
             Fault::StatsUnknownOk => "stats-unknown-ok",
+            Fault::StatsNegative => "stats-negative",
             Fault::ErrorDetails => "error-details",
             Fault::ForgetState => "forget-state",
         }
@@ -143,10 +203,20 @@ impl Fault {
     pub fn rule(self) -> &'static str {
         match self {
             Fault::EmptyPluginName => "GetPluginInfo returns an empty name",
+            Fault::SlowPluginInfo => {
+                "GetPluginInfo sleeps 1.5 s before answering (beyond Nomad's 1 s at registration)"
+            }
+            Fault::PluginCapabilitiesError => "GetPluginCapabilities fails with INTERNAL",
             Fault::EmptyNodeId => "NodeGetInfo returns an empty node_id",
             Fault::ProbeNotReady => "Probe answers ready=false, forever",
             Fault::ProbeError => "Probe fails with FAILED_PRECONDITION",
             Fault::SlowProbe => "Probe sleeps 6 s before answering (beyond Nomad's 5 s timeout)",
+            Fault::ControllerCapabilitiesError => "ControllerGetCapabilities fails with INTERNAL",
+            Fault::NodeCapabilitiesError => "NodeGetCapabilities fails with INTERNAL",
+            Fault::SkipRequiredFieldChecks => {
+                "no required field is checked: a call missing one goes on without it instead of \
+                 failing with INVALID_ARGUMENT"
+            }
             Fault::CreateNotIdempotent => {
                 "CreateVolume with an existing name makes another volume with a new id"
             }
@@ -161,11 +231,25 @@ impl Fault {
                 "CreateVolume takes no per-name lock and pauses, so concurrent calls with one \
                  name make several volumes"
             }
+            Fault::CreateEmptyId => {
+                "CreateVolume answers OK with an empty volume_id (and keeps no volume)"
+            }
+            Fault::CreateIgnoresCapacity => {
+                "CreateVolume answers a capacity_bytes of half the required_bytes (the volume \
+                 itself gets what was asked)"
+            }
+            Fault::CreateIgnoresContentSource => {
+                "CreateVolume ignores volume_content_source: it makes an empty volume, answers \
+                 no content_source, and a missing source is not NOT_FOUND"
+            }
             Fault::DeleteUnknownNotFound => {
                 "DeleteVolume of an unknown id returns NOT_FOUND instead of OK"
             }
             Fault::DeleteInUseOk => {
                 "DeleteVolume deletes a published or staged volume instead of FAILED_PRECONDITION"
+            }
+            Fault::DeleteKeepsVolume => {
+                "DeleteVolume answers OK but keeps the volume (it is still listed)"
             }
             Fault::PublishUnknownVolumeOk => {
                 "ControllerPublishVolume of an unknown volume returns OK instead of NOT_FOUND"
@@ -181,6 +265,10 @@ impl Fault {
                 "ControllerPublishVolume beyond --max-volumes-per-node returns OK instead of \
                  RESOURCE_EXHAUSTED"
             }
+            Fault::PublishContextChanges => {
+                "ControllerPublishVolume answers every call, retries too, with a new \
+                 publish_context"
+            }
             Fault::ControllerUnpublishNotIdempotent => {
                 "ControllerUnpublishVolume of a volume that is not published returns INTERNAL"
             }
@@ -191,6 +279,10 @@ impl Fault {
             Fault::ValidateUnknownOk => {
                 "ValidateVolumeCapabilities of an unknown volume confirms instead of NOT_FOUND"
             }
+            Fault::ValidateNotConfirmed => {
+                "ValidateVolumeCapabilities never sets confirmed, even for the volume's own \
+                 capabilities"
+            }
             Fault::ListIgnoresMaxEntries => {
                 "ListVolumes and ListSnapshots return every entry whatever max_entries says"
             }
@@ -198,6 +290,7 @@ impl Fault {
                 "ListVolumes and ListSnapshots restart from the beginning on a starting_token \
                  they never issued instead of ABORTED"
             }
+            Fault::GetCapacityNegative => "GetCapacity reports an available_capacity of -1",
             Fault::StageNotIdempotent => {
                 "NodeStageVolume repeated with the same arguments returns ALREADY_EXISTS"
             }
@@ -222,6 +315,9 @@ impl Fault {
             Fault::NodePublishIgnoresReadonly => {
                 "NodePublishVolume with readonly=true leaves the target writable"
             }
+            Fault::NodePublishNoMount => {
+                "NodePublishVolume creates the target directory but mounts nothing on it"
+            }
             Fault::NodeUnpublishNotIdempotent => {
                 "NodeUnpublishVolume of a target that is not published returns INTERNAL"
             }
@@ -234,8 +330,14 @@ impl Fault {
             Fault::SnapshotDeleteUnknownNotFound => {
                 "DeleteSnapshot of an unknown id returns NOT_FOUND instead of OK"
             }
+            Fault::SnapshotNoCreationTime => {
+                "CreateSnapshot answers a snapshot without creation_time"
+            }
             Fault::ListSnapshotsIgnoresFilter => {
                 "ListSnapshots ignores the snapshot_id and source_volume_id filters"
+            }
+            Fault::ListSnapshotsEmpty => {
+                "ListSnapshots answers an empty list, whatever snapshots exist"
             }
             Fault::ExpandUnknownOk => {
                 "ControllerExpandVolume of an unknown volume returns OK instead of NOT_FOUND"
@@ -244,13 +346,29 @@ impl Fault {
                 "ControllerExpandVolume to a smaller size shrinks the volume instead of \
                  leaving it as it is"
             }
+            Fault::ExpandIgnoresSize => {
+                "ControllerExpandVolume does not grow the volume and answers OK with its old \
+                 capacity"
+            }
+            Fault::NodeExpandUnknownOk => {
+                "NodeExpandVolume of an unknown volume returns OK instead of NOT_FOUND"
+            }
             Fault::ModifyUnknownOk => {
                 "ControllerModifyVolume of an unknown volume returns OK instead of NOT_FOUND"
+            }
+            Fault::ModifyRejectsAll => {
+                "ControllerModifyVolume refuses every change to an existing volume with \
+                 INVALID_ARGUMENT, supported parameters too"
+            }
+            Fault::ModifyAcceptsUnknown => {
+                "ControllerModifyVolume accepts mutable parameters it does not support instead \
+                 of INVALID_ARGUMENT"
             }
             Fault::StatsUnknownOk => {
                 "NodeGetVolumeStats of an unknown volume or path returns zeros instead of \
                  NOT_FOUND"
             }
+            Fault::StatsNegative => "NodeGetVolumeStats reports -1 available bytes",
             Fault::ErrorDetails => "every error carries non-empty status details",
             Fault::ForgetState => {
                 "state is neither loaded at start nor saved, so a restart forgets every \

@@ -27,7 +27,10 @@ impl IdentityService {
         IdentityService { plugin }
     }
 
-    fn plugin_info(&self) -> GetPluginInfoResponse {
+    async fn plugin_info(&self) -> GetPluginInfoResponse {
+        if self.plugin.faults.has(Fault::SlowPluginInfo) {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
         let name = if self.plugin.faults.has(Fault::EmptyPluginName) {
             ""
         } else {
@@ -86,7 +89,7 @@ impl Identity for IdentityService {
             &self.plugin.faults,
             "GetPluginInfo",
             "",
-            Ok(self.plugin_info()),
+            Ok(self.plugin_info().await),
         )
     }
 
@@ -94,10 +97,16 @@ impl Identity for IdentityService {
         &self,
         _request: Request<GetPluginCapabilitiesRequest>,
     ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
-        let reply = GetPluginCapabilitiesResponse {
-            capabilities: plugin_capabilities(),
+        let result = if self.plugin.faults.has(Fault::PluginCapabilitiesError) {
+            Err(Status::internal(
+                "failed to list the plugin capabilities (plugin-capabilities-error fault)",
+            ))
+        } else {
+            Ok(GetPluginCapabilitiesResponse {
+                capabilities: plugin_capabilities(),
+            })
         };
-        rpc::finish(&self.plugin.faults, "GetPluginCapabilities", "", Ok(reply))
+        rpc::finish(&self.plugin.faults, "GetPluginCapabilities", "", result)
     }
 
     async fn probe(

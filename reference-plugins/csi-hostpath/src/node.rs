@@ -61,14 +61,13 @@ impl NodeService {
         let faults = &plugin.faults;
         let id = req.volume_id.as_str();
         let path = req.staging_target_path.as_str();
-        rpc::require(id, "volume_id")?;
-        if path.is_empty() {
-            if faults.has(Fault::StageMissingPathOk) {
-                return Ok(NodeStageVolumeResponse {});
-            }
-            return Err(Status::invalid_argument("staging_target_path is required"));
+        rpc::require(faults, id, "volume_id")?;
+        if path.is_empty() && faults.has(Fault::StageMissingPathOk) {
+            return Ok(NodeStageVolumeResponse {});
         }
-        let capability = rpc::required_capability(&req.volume_capability, "volume_capability")?;
+        rpc::require(faults, path, "staging_target_path")?;
+        let capability =
+            rpc::required_capability(faults, &req.volume_capability, "volume_capability")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
         let volume_dir = self.volume_dir(id)?;
 
@@ -142,8 +141,8 @@ impl NodeService {
         let plugin = &*self.plugin;
         let id = req.volume_id.as_str();
         let path = req.staging_target_path.as_str();
-        rpc::require(id, "volume_id")?;
-        rpc::require(path, "staging_target_path")?;
+        rpc::require(&plugin.faults, id, "volume_id")?;
+        rpc::require(&plugin.faults, path, "staging_target_path")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
         let volume_dir = self.volume_dir(id)?;
 
@@ -181,9 +180,10 @@ impl NodeService {
         let id = req.volume_id.as_str();
         let target = req.target_path.as_str();
         let staging_path = req.staging_target_path.as_str();
-        rpc::require(id, "volume_id")?;
-        rpc::require(target, "target_path")?;
-        let capability = rpc::required_capability(&req.volume_capability, "volume_capability")?;
+        rpc::require(faults, id, "volume_id")?;
+        rpc::require(faults, target, "target_path")?;
+        let capability =
+            rpc::required_capability(faults, &req.volume_capability, "volume_capability")?;
         if staging_path.is_empty() && !faults.has(Fault::NodePublishWithoutStageOk) {
             return Err(Status::failed_precondition(
                 "staging_target_path is required: this plugin advertises STAGE_UNSTAGE_VOLUME, \
@@ -242,7 +242,8 @@ impl NodeService {
                 )));
             }
             // A retry. The mount may have been lost (a reboot): make sure it is there.
-            return ensure_bind(&source, Path::new(target), &volume_dir, read_only)
+            return self
+                .mount_target(&source, Path::new(target), &volume_dir, read_only)
                 .map(|()| NodePublishVolumeResponse {});
         }
         if let Some(other) = elsewhere {
@@ -271,7 +272,7 @@ impl NodeService {
             }
         }
 
-        ensure_bind(&source, Path::new(target), &volume_dir, read_only)?;
+        self.mount_target(&source, Path::new(target), &volume_dir, read_only)?;
         let saved = plugin.store.update(|s| {
             s.node_publications.insert(target.to_string(), publication);
             Ok(())
@@ -283,6 +284,23 @@ impl NodeService {
         Ok(NodePublishVolumeResponse {})
     }
 
+    /// Makes a publish target show the volume: [`ensure_bind`] of the staging path (or, without
+    /// one, the volume directory) onto `target`.
+    fn mount_target(
+        &self,
+        source: &Path,
+        target: &Path,
+        volume_dir: &Path,
+        read_only: bool,
+    ) -> Result<(), Status> {
+        // node-publish-no-mount: an empty directory where the volume should be.
+        if self.plugin.faults.has(Fault::NodePublishNoMount) {
+            return std::fs::create_dir_all(target)
+                .map_err(|err| rpc::internal(&format!("create {}", target.display()), err));
+        }
+        ensure_bind(source, target, volume_dir, read_only)
+    }
+
     async fn handle_unpublish(
         &self,
         req: NodeUnpublishVolumeRequest,
@@ -291,8 +309,8 @@ impl NodeService {
         let faults = &plugin.faults;
         let id = req.volume_id.as_str();
         let target = req.target_path.as_str();
-        rpc::require(id, "volume_id")?;
-        rpc::require(target, "target_path")?;
+        rpc::require(faults, id, "volume_id")?;
+        rpc::require(faults, target, "target_path")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
         let volume_dir = self.volume_dir(id)?;
 
@@ -343,8 +361,8 @@ impl NodeService {
         let plugin = &*self.plugin;
         let id = req.volume_id.as_str();
         let path = req.volume_path.as_str();
-        rpc::require(id, "volume_id")?;
-        rpc::require(path, "volume_path")?;
+        rpc::require(&plugin.faults, id, "volume_id")?;
+        rpc::require(&plugin.faults, path, "volume_path")?;
         let (exists, known_path) = plugin
             .store
             .read(|s| (s.volumes.contains_key(id), s.is_volume_path(id, path)));
@@ -378,14 +396,19 @@ impl NodeService {
         );
         let (files, files_free, files_available) =
             (stats.files(), stats.files_free(), stats.files_available());
+        let mut bytes_usage = usage(
+            Unit::Bytes,
+            bytes(available),
+            bytes(blocks),
+            bytes(blocks.saturating_sub(free)),
+        );
+        // stats-negative: available bytes as a bad subtraction would make them.
+        if plugin.faults.has(Fault::StatsNegative) {
+            bytes_usage.available = -1;
+        }
         Ok(NodeGetVolumeStatsResponse {
             usage: vec![
-                usage(
-                    Unit::Bytes,
-                    bytes(available),
-                    bytes(blocks),
-                    bytes(blocks.saturating_sub(free)),
-                ),
+                bytes_usage,
                 usage(
                     Unit::Inodes,
                     files_available,
@@ -404,8 +427,8 @@ impl NodeService {
         let plugin = &*self.plugin;
         let id = req.volume_id.as_str();
         let path = req.volume_path.as_str();
-        rpc::require(id, "volume_id")?;
-        rpc::require(path, "volume_path")?;
+        rpc::require(&plugin.faults, id, "volume_id")?;
+        rpc::require(&plugin.faults, path, "volume_path")?;
         let (required, _limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
         if let Some(capability) = &req.volume_capability {
             rpc::parse_capability(capability)?;
@@ -413,8 +436,15 @@ impl NodeService {
         let (volume, known_path) = plugin
             .store
             .read(|s| (s.volumes.get(id).cloned(), s.is_volume_path(id, path)));
-        let volume =
-            volume.ok_or_else(|| Status::not_found(format!("volume {id:?} does not exist")))?;
+        let Some(volume) = volume else {
+            // node-expand-unknown-ok: confirm whatever was asked for.
+            if plugin.faults.has(Fault::NodeExpandUnknownOk) {
+                return Ok(NodeExpandVolumeResponse {
+                    capacity_bytes: required,
+                });
+            }
+            return Err(Status::not_found(format!("volume {id:?} does not exist")));
+        };
         if !known_path {
             return Err(Status::not_found(format!(
                 "volume {id:?} is not staged or published at {path:?}"
@@ -598,10 +628,16 @@ impl Node for NodeService {
         &self,
         _request: Request<NodeGetCapabilitiesRequest>,
     ) -> Result<Response<NodeGetCapabilitiesResponse>, Status> {
-        let reply = NodeGetCapabilitiesResponse {
-            capabilities: node_capabilities(),
+        let result = if self.plugin.faults.has(Fault::NodeCapabilitiesError) {
+            Err(Status::internal(
+                "failed to list the node capabilities (node-capabilities-error fault)",
+            ))
+        } else {
+            Ok(NodeGetCapabilitiesResponse {
+                capabilities: node_capabilities(),
+            })
         };
-        rpc::finish(&self.plugin.faults, "NodeGetCapabilities", "", Ok(reply))
+        rpc::finish(&self.plugin.faults, "NodeGetCapabilities", "", result)
     }
 
     async fn node_get_info(

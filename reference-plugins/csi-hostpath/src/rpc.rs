@@ -65,19 +65,22 @@ fn with_details(status: Status) -> Status {
     )
 }
 
-/// INVALID_ARGUMENT unless `value` is non-empty.
-pub fn require(value: &str, field: &str) -> Result<(), Status> {
-    if value.is_empty() {
-        return Err(Status::invalid_argument(format!("{field} is required")));
+/// Checks that a request has a required field: INVALID_ARGUMENT, naming the field, if not.
+///
+/// Every required-field check of the plugin comes through here. With the
+/// skip-required-field-checks fault, the plugin trusts the CO instead: the call goes on without
+/// the field, and whatever happens next (NOT_FOUND for an empty id, an assumed capability, ...)
+/// is its answer.
+pub fn require_field(faults: &Faults, present: bool, field: &str) -> Result<(), Status> {
+    if present || faults.has(Fault::SkipRequiredFieldChecks) {
+        return Ok(());
     }
-    Ok(())
+    Err(Status::invalid_argument(format!("{field} is required")))
 }
 
-/// A required message field: INVALID_ARGUMENT if absent.
-pub fn require_some<'a, T>(value: &'a Option<T>, field: &str) -> Result<&'a T, Status> {
-    value
-        .as_ref()
-        .ok_or_else(|| Status::invalid_argument(format!("{field} is required")))
+/// A required string field: INVALID_ARGUMENT if empty.
+pub fn require(faults: &Faults, value: &str, field: &str) -> Result<(), Status> {
+    require_field(faults, !value.is_empty(), field)
 }
 
 /// An error that says what failed and why, as INTERNAL.
@@ -134,11 +137,24 @@ pub fn parse_capability(cap: &VolumeCapability) -> Result<Capability, Status> {
 }
 
 /// A capability that must be present and supported.
+///
+/// Only a plugin that skips required-field checks gets past a missing one; it assumes the
+/// most common capability, a single-node-writer mount.
 pub fn required_capability(
+    faults: &Faults,
     cap: &Option<VolumeCapability>,
     field: &str,
 ) -> Result<Capability, Status> {
-    parse_capability(require_some(cap, field)?)
+    require_field(faults, cap.is_some(), field)?;
+    match cap {
+        Some(cap) => parse_capability(cap),
+        None => Ok(Capability {
+            access_mode: AccessMode::SingleNodeWriter,
+            fs_type: String::new(),
+            mount_flags: Vec::new(),
+            volume_mount_group: String::new(),
+        }),
+    }
 }
 
 /// A checked capacity range: `(required, limit)`, where 0 means "no bound".
@@ -314,6 +330,27 @@ mod tests {
             parse_capability(&no_mode).unwrap_err().code(),
             Code::InvalidArgument
         );
+    }
+
+    #[test]
+    fn missing_required_fields_are_invalid_unless_the_checks_are_skipped() {
+        let strict = Faults::default();
+        let err = require(&strict, "", "volume_id").unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert_eq!(err.message(), "volume_id is required");
+        assert!(require(&strict, "v1", "volume_id").is_ok());
+        assert_eq!(
+            required_capability(&strict, &None, "volume_capability")
+                .unwrap_err()
+                .code(),
+            Code::InvalidArgument
+        );
+
+        let trusting = Faults::new([Fault::SkipRequiredFieldChecks]);
+        assert!(require(&trusting, "", "volume_id").is_ok());
+        let assumed = required_capability(&trusting, &None, "volume_capability")
+            .expect("a missing capability is assumed");
+        assert_eq!(assumed.access_mode, AccessMode::SingleNodeWriter);
     }
 
     #[test]

@@ -1,0 +1,224 @@
+//! Runs the CSI suite against the reference plugin csi-hostpath, correct and with each fault
+//! switch of fixtures/csi, and checks every verdict exactly. Needs root (real bind mounts).
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::{Expect, fixture_dirs, needs_root, root, run_and_check, unproven_must_clauses};
+
+/// The csi-hostpath binary built next to this test (`cargo test --workspace` builds it).
+fn csi_hostpath() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    let bin = dir.join("csi-hostpath");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `cargo build -p csi-hostpath` (scripts/test builds the whole workspace)",
+        bin.display()
+    );
+    bin
+}
+
+/// The launch command of the reference plugin, as README documents it.
+fn launch(expect: &Expect) -> String {
+    let mut cmd = format!(
+        "{} --endpoint {{endpoint}} --node-id nomad-conform-node --state-dir {{state_dir}} --max-volumes-per-node 16",
+        csi_hostpath().display()
+    );
+    for a in &expect.plugin_args {
+        cmd.push(' ');
+        cmd.push_str(a);
+    }
+    for f in &expect.faults {
+        cmd.push_str(" --fault ");
+        cmd.push_str(f);
+    }
+    cmd
+}
+
+fn check(dir: PathBuf, expect: &Expect, label: &str) {
+    let args = vec![
+        "csi".to_string(),
+        "--launch".into(),
+        launch(expect),
+        "--mutable-parameters".into(),
+        r#"{"tier":"fast"}"#.into(),
+    ];
+    run_and_check(&dir, &args, expect, label);
+}
+
+#[test]
+fn reference_csi_hostpath_passes_every_clause() {
+    if !needs_root("the CSI reference plugin (bind mounts)") {
+        return;
+    }
+    let expect = Expect {
+        description: "reference csi-hostpath".into(),
+        ..Expect::default()
+    };
+    check(
+        root().join("reference-plugins/csi-hostpath"),
+        &expect,
+        "csi-hostpath",
+    );
+}
+
+fn fixture(name: &str) {
+    if !needs_root("the CSI fixtures (bind mounts)") {
+        return;
+    }
+    let dir = root().join("fixtures/csi").join(name);
+    let expect = Expect::load(&dir);
+    check(dir, &expect, name);
+}
+
+/// One test per fixture directory; `every_fixture_is_listed` keeps this list complete.
+macro_rules! fixtures {
+    ($($name:ident => $dir:literal),* $(,)?) => {
+        const LISTED: &[&str] = &[$($dir),*];
+        $(
+            #[test]
+            fn $name() {
+                fixture($dir);
+            }
+        )*
+    };
+}
+
+fixtures! {
+    controller_capabilities_error => "controller-capabilities-error",
+    controller_unpublish_not_idempotent => "controller-unpublish-not-idempotent",
+    create_accepts_missing_name => "create-accepts-missing-name",
+    create_empty_id => "create-empty-id",
+    create_ignores_capacity => "create-ignores-capacity",
+    create_ignores_capacity_conflict => "create-ignores-capacity-conflict",
+    create_ignores_content_source => "create-ignores-content-source",
+    create_not_idempotent => "create-not-idempotent",
+    create_races => "create-races",
+    delete_keeps_volume => "delete-keeps-volume",
+    delete_unknown_not_found => "delete-unknown-not-found",
+    empty_node_id => "empty-node-id",
+    empty_plugin_name => "empty-plugin-name",
+    error_details => "error-details",
+    expand_ignores_size => "expand-ignores-size",
+    expand_shrinks => "expand-shrinks",
+    expand_unknown_ok => "expand-unknown-ok",
+    forget_state => "forget-state",
+    get_capacity_negative => "get-capacity-negative",
+    list_bad_token_ok => "list-bad-token-ok",
+    list_ignores_max_entries => "list-ignores-max-entries",
+    list_snapshots_empty => "list-snapshots-empty",
+    list_snapshots_ignores_filter => "list-snapshots-ignores-filter",
+    modify_accepts_unknown => "modify-accepts-unknown",
+    modify_rejects_all => "modify-rejects-all",
+    modify_unknown_ok => "modify-unknown-ok",
+    node_capabilities_error => "node-capabilities-error",
+    node_expand_unknown_ok => "node-expand-unknown-ok",
+    node_publish_ignores_readonly => "node-publish-ignores-readonly",
+    node_publish_no_mount => "node-publish-no-mount",
+    node_publish_not_idempotent => "node-publish-not-idempotent",
+    node_publish_second_target_ok => "node-publish-second-target-ok",
+    node_publish_without_stage_ok => "node-publish-without-stage-ok",
+    node_unpublish_keeps_mount => "node-unpublish-keeps-mount",
+    node_unpublish_not_idempotent => "node-unpublish-not-idempotent",
+    plugin_capabilities_error => "plugin-capabilities-error",
+    probe_error => "probe-error",
+    probe_not_ready => "probe-not-ready",
+    publish_context_changes => "publish-context-changes",
+    publish_ignores_max_volumes => "publish-ignores-max-volumes",
+    publish_incompatible_ok => "publish-incompatible-ok",
+    publish_unknown_node_ok => "publish-unknown-node-ok",
+    publish_unknown_volume_ok => "publish-unknown-volume-ok",
+    skip_required_field_checks => "skip-required-field-checks",
+    slow_plugin_info => "slow-plugin-info",
+    slow_probe => "slow-probe",
+    snapshot_delete_unknown_not_found => "snapshot-delete-unknown-not-found",
+    snapshot_no_creation_time => "snapshot-no-creation-time",
+    snapshot_not_idempotent => "snapshot-not-idempotent",
+    stage_missing_path_ok => "stage-missing-path-ok",
+    stage_not_idempotent => "stage-not-idempotent",
+    stats_negative => "stats-negative",
+    stats_unknown_ok => "stats-unknown-ok",
+    unstage_not_idempotent => "unstage-not-idempotent",
+    validate_accepts_missing_capabilities => "validate-accepts-missing-capabilities",
+    validate_not_confirmed => "validate-not-confirmed",
+    validate_unknown_ok => "validate-unknown-ok",
+}
+
+#[test]
+fn every_fixture_is_listed() {
+    let listed: std::collections::BTreeSet<String> = LISTED.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        fixture_dirs("csi"),
+        listed,
+        "fixtures on disk vs. listed in this test"
+    );
+}
+
+#[test]
+fn every_must_clause_is_failed_by_some_fixture() {
+    let missing = unproven_must_clauses("csi", LISTED);
+    assert!(
+        missing.is_empty(),
+        "MUST clauses no fixture fails: {missing:?}"
+    );
+}
+
+/// Ctrl-C while a launched plugin is answering: the partial report is written, what the
+/// scenarios mounted is undone, and the plugin is stopped.
+#[test]
+fn sigint_stops_the_launched_plugin_and_cleans_up() {
+    if !needs_root("the CSI interrupt test (bind mounts)") {
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let junit = out.path().join("partial.xml");
+    let expect = Expect {
+        faults: vec!["slow-probe".into()],
+        ..Expect::default()
+    };
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .args([
+            "csi",
+            "--launch",
+            &launch(&expect),
+            "--jobs",
+            "4",
+            "--junit",
+        ])
+        .arg(&junit)
+        .args([
+            "--tags",
+            "@CSI-IDENTITY-PROBE-DEADLINE or @CSI-NOMAD-CLAIM or @CSI-NODE-PUBLISH-MOUNTS",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The claim scenarios finish at once; the Probe takes 6 s.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(130), "{stdout}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(r#"<property name="interrupted" value="true"/>"#),
+        "{xml}"
+    );
+    assert!(xml.contains("CSI-NOMAD-CLAIM"), "{xml}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains("nomad-conform-"), "mounts left: {mounts}");
+    let plugins: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("csi-hostpath") && c.contains("slow-probe"))
+        .collect();
+    assert!(plugins.is_empty(), "plugin still running: {plugins:?}");
+}
