@@ -166,19 +166,25 @@ fn every_must_clause_is_failed_by_some_fixture() {
 }
 
 /// Ctrl-C while a launched plugin is answering: the partial report is written, what the
-/// scenarios mounted is undone, and the plugin is stopped.
+/// scenarios mounted is undone, and the plugin is stopped. Only this run's mounts (under its own
+/// --mount-dir) and processes (marked through the environment the plugin inherits) are looked
+/// at, so fixtures running at the same time do not disturb it.
 #[test]
 fn sigint_stops_the_launched_plugin_and_cleans_up() {
     if !needs_root("the CSI interrupt test (bind mounts)") {
         return;
     }
     let out = tempfile::tempdir().unwrap();
+    let mount_dir = tempfile::tempdir().unwrap();
+    let marker = format!("NOMAD_CONFORM_TEST_MARKER=sigint-{}", std::process::id());
     let junit = out.path().join("partial.xml");
     let expect = Expect {
         faults: vec!["slow-probe".into()],
         ..Expect::default()
     };
+    let (k, v) = marker.split_once('=').unwrap();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .env(k, v)
         .args([
             "csi",
             "--launch",
@@ -188,6 +194,8 @@ fn sigint_stops_the_launched_plugin_and_cleans_up() {
             "--junit",
         ])
         .arg(&junit)
+        .arg("--mount-dir")
+        .arg(mount_dir.path())
         .args([
             "--tags",
             "@CSI-IDENTITY-PROBE-DEADLINE or @CSI-NOMAD-CLAIM or @CSI-NODE-PUBLISH-MOUNTS",
@@ -212,13 +220,24 @@ fn sigint_stops_the_launched_plugin_and_cleans_up() {
     );
     assert!(xml.contains("CSI-NOMAD-CLAIM"), "{xml}");
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(!mounts.contains("nomad-conform-"), "mounts left: {mounts}");
+    let ours = mount_dir.path().display().to_string();
+    let left: Vec<&str> = mounts.lines().filter(|l| l.contains(&ours)).collect();
+    assert!(left.is_empty(), "mounts left: {left:?}");
     let plugins: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .map(|env| {
+                    String::from_utf8_lossy(&env)
+                        .split('\0')
+                        .any(|kv| kv == marker)
+                })
+                .unwrap_or(false)
+        })
         .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains("csi-hostpath") && c.contains("slow-probe"))
+        .filter(|c| c.contains("csi-hostpath"))
         .collect();
     assert!(plugins.is_empty(), "plugin still running: {plugins:?}");
 }

@@ -67,8 +67,12 @@ Feature: snapshots
     When the harness lists the snapshots with the first snapshot's ID
     Then the list holds exactly the first snapshot
 
-  @CSI-SNAPSHOT-LIST-UNKNOWN-ID @must @requires-LIST_SNAPSHOTS
+  @CSI-SNAPSHOT-LIST-UNKNOWN-ID @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: ListSnapshots filtered by an unknown snapshot ID returns nothing
+    A filter that matches nothing gives an empty list, even when other snapshots exist.
+
+    Given the plugin has created a volume
+    And the plugin has created a snapshot of the volume
     When the harness lists the snapshots with a snapshot ID that does not exist
     Then the call succeeds
     And the list is empty
@@ -83,8 +87,12 @@ Feature: snapshots
     Then every listed snapshot has the first volume as its source
     And the list holds the first snapshot
 
-  @CSI-SNAPSHOT-LIST-UNKNOWN-SOURCE @must @requires-LIST_SNAPSHOTS
+  @CSI-SNAPSHOT-LIST-UNKNOWN-SOURCE @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: ListSnapshots filtered by an unknown source volume returns nothing
+    A filter that matches nothing gives an empty list, even when other snapshots exist.
+
+    Given the plugin has created a volume
+    And the plugin has created a snapshot of the volume
     When the harness lists the snapshots of a volume that does not exist
     Then the call succeeds
     And the list is empty

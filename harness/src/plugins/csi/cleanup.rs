@@ -51,19 +51,19 @@ pub enum Undo {
 impl std::fmt::Display for Undo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Undo::DeleteVolume { volume_id } => write!(f, "volume {volume_id}"),
-            Undo::DeleteSnapshot { snapshot_id } => write!(f, "snapshot {snapshot_id}"),
+            Undo::DeleteVolume { volume_id } => write!(f, "volume {volume_id:?}"),
+            Undo::DeleteSnapshot { snapshot_id } => write!(f, "snapshot {snapshot_id:?}"),
             Undo::ControllerUnpublish { volume_id, node_id } => {
-                write!(f, "publication of volume {volume_id} to node {node_id}")
+                write!(f, "publication of volume {volume_id:?} to node {node_id:?}")
             }
             Undo::NodeUnstage {
                 volume_id,
                 staging_path,
-            } => write!(f, "stage of volume {volume_id} at {staging_path}"),
+            } => write!(f, "stage of volume {volume_id:?} at {staging_path}"),
             Undo::NodeUnpublish {
                 volume_id,
                 target_path,
-            } => write!(f, "publish of volume {volume_id} at {target_path}"),
+            } => write!(f, "publish of volume {volume_id:?} at {target_path}"),
         }
     }
 }
@@ -183,9 +183,10 @@ impl Resource for Pending {
             match rpc.code {
                 Code::Ok | Code::NotFound => TeardownOutcome::default(),
                 _ => TeardownOutcome::leak(format!(
-                    "cleanup of the {} failed: {}",
+                    "cleanup of the {} failed: {}\n    reproduce: {}",
                     self.undo,
-                    rpc.outcome()
+                    rpc.outcome(),
+                    rpc.reproduce(socket)
                 )),
             }
         })

@@ -286,6 +286,20 @@ where
             let json = serde_json::to_value(&inner).ok().map(protojson);
             (Code::Ok, String::new(), 0, json, Some(inner), false)
         }
+        // tonic reports its own deadline as CANCELLED "Timeout expired": whatever the code, a
+        // call that ran into the deadline timed out.
+        Ok(Err(status)) if duration >= deadline => (
+            Code::DeadlineExceeded,
+            format!(
+                "no answer before the deadline ({} {})",
+                code_name(status.code()),
+                status.message()
+            ),
+            status.details().len(),
+            None,
+            None,
+            true,
+        ),
         Ok(Err(status)) => (
             status.code(),
             status.message().to_string(),

@@ -342,7 +342,7 @@ async fn list_has_volume(w: &mut CsiWorld) -> StepResult {
         return Ok(());
     }
     Err(w.fail(
-        &format!("ListVolumes lists the new volume {id}"),
+        &format!("ListVolumes lists the new volume {id:?}"),
         &format!("listed: {:?}", listed(w)),
         &[rpc],
     ))
@@ -356,7 +356,7 @@ async fn list_lacks_volume(w: &mut CsiWorld) -> StepResult {
         return Ok(());
     }
     Err(w.fail(
-        &format!("ListVolumes no longer lists the deleted volume {id}"),
+        &format!("ListVolumes no longer lists the deleted volume {id:?}"),
         "it is still listed",
         &[rpc],
     ))
@@ -372,7 +372,7 @@ async fn no_longer_listed(w: &mut CsiWorld) -> StepResult {
     match list_volume_pages(w, 0).await {
         Ok(pages) if !pages.iter().flatten().any(|v| *v == id) => Ok(()),
         Ok(_) => Err(w.fail(
-            &format!("after DeleteVolume, ListVolumes no longer lists {id}"),
+            &format!("after DeleteVolume, ListVolumes no longer lists {id:?}"),
             "it is still listed",
             &[&delete],
         )),
@@ -415,7 +415,7 @@ fn every_once(w: &CsiWorld, ids: &[String], what: &str) -> StepResult {
             let rpc = w.last_call()?;
             return Err(w.fail(
                 &format!("walking next_token through every page lists each {what} exactly once"),
-                &format!("{what} {id} appears {n} times in {} pages", w.pages.len()),
+                &format!("{what} {id:?} appears {n} times in {} pages", w.pages.len()),
                 &[rpc],
             ));
         }

@@ -300,19 +300,24 @@ async fn target_mounted(w: &mut CsiWorld) -> StepResult {
     ))
 }
 
-/// Write a file through `target`; it must show up in `staging` when the volume is staged.
-pub fn write_through(target: &Path, staging: Option<&Path>, token: &str) -> Result<(), String> {
+/// Write a file through `target`; it must show up at `other` (`(path, what it is)`), e.g. the
+/// staging path of a staged volume.
+pub fn write_through(
+    target: &Path,
+    other: Option<(&Path, &str)>,
+    token: &str,
+) -> Result<(), String> {
     let name = format!("nomad-conform-{token}.txt");
     std::fs::write(target.join(&name), token)
         .map_err(|e| format!("writing {} failed: {e}", target.join(&name).display()))?;
-    if let Some(staging) = staging {
-        match std::fs::read_to_string(staging.join(&name)) {
+    if let Some((other, what)) = other {
+        match std::fs::read_to_string(other.join(&name)) {
             Ok(s) if s == token => {}
             _ => {
                 return Err(format!(
-                    "a file written at {} does not show at the staging path {}: the target is not the staged volume",
+                    "a file written at {} does not show at {what} {}: they are not the same volume",
                     target.display(),
-                    staging.display()
+                    other.display()
                 ));
             }
         }
@@ -330,7 +335,12 @@ async fn file_kept(w: &mut CsiWorld) -> StepResult {
         None
     };
     let token = w.ctx().token.clone();
-    write_through(&alloc.target, staging.as_deref(), &token).map_err(|e| {
+    write_through(
+        &alloc.target,
+        staging.as_deref().map(|s| (s, "the staging path")),
+        &token,
+    )
+    .map_err(|e| {
         let rpc = w.last_call().ok();
         w.fail(
             "the target path shows the volume: what a task writes there is in the volume",

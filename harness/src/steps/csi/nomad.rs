@@ -13,20 +13,25 @@ use crate::plugins::csi::{Rpc, call, pb};
 
 /// Claim volume `i` for a new allocation: ControllerPublishVolume (once per node, when the
 /// controller publishes), NodeStageVolume (when the node stages and the staging directory is not
-/// yet a mount), NodePublishVolume at the allocation's target. Returns the calls made.
-async fn claim(w: &mut CsiWorld, i: usize) -> Result<Vec<Rpc>, String> {
+/// yet a mount), NodePublishVolume at the allocation's target. With `retry`, every call is made
+/// a second time with the same request, as Nomad does when it retries after a lost answer.
+/// Returns the calls made.
+async fn claim_with(w: &mut CsiWorld, i: usize, retry: bool) -> Result<Vec<Rpc>, String> {
+    let tries = if retry { 2 } else { 1 };
     let v = w.vol(i)?.clone();
     let mut calls = Vec::new();
     if w.controller_publishes() && !w.controller_published.contains(&v.id) {
         let req = requests::controller_publish(w, &v, false);
-        let (rpc, resp) = w.controller_publish(req).await;
-        let ok = rpc.ok();
-        calls.push(rpc);
-        if !ok {
-            return Ok(calls);
+        for _ in 0..tries {
+            let (rpc, resp) = w.controller_publish(req.clone()).await;
+            let ok = rpc.ok();
+            calls.push(rpc);
+            if !ok {
+                return Ok(calls);
+            }
+            w.publish_context = resp.and_then(|r| serde_json::to_value(r.publish_context).ok());
         }
         w.controller_published.insert(v.id.clone());
-        w.publish_context = resp.and_then(|r| serde_json::to_value(r.publish_context).ok());
     }
     let staging = if w.stages() {
         let staging = w.staging_path(&v, false)?;
@@ -37,12 +42,14 @@ async fn claim(w: &mut CsiWorld, i: usize) -> Result<Vec<Rpc>, String> {
                 &staging.display().to_string(),
                 super::node::context(w),
             );
-            let rpc = w.node_stage(req).await;
-            w.stage_calls += 1;
-            let ok = rpc.ok();
-            calls.push(rpc);
-            if !ok {
-                return Ok(calls);
+            for _ in 0..tries {
+                let rpc = w.node_stage(req.clone()).await;
+                w.stage_calls += 1;
+                let ok = rpc.ok();
+                calls.push(rpc);
+                if !ok {
+                    return Ok(calls);
+                }
             }
         }
         staging.display().to_string()
@@ -59,9 +66,15 @@ async fn claim(w: &mut CsiWorld, i: usize) -> Result<Vec<Rpc>, String> {
         false,
         super::node::context(w),
     );
-    let rpc = w.node_publish(req).await;
-    let ok = rpc.ok();
-    calls.push(rpc);
+    let mut ok = true;
+    for _ in 0..tries {
+        let rpc = w.node_publish(req.clone()).await;
+        ok = rpc.ok();
+        calls.push(rpc);
+        if !ok {
+            break;
+        }
+    }
     if ok {
         w.claims.push((
             i,
@@ -132,6 +145,10 @@ async fn release(w: &mut CsiWorld, c: usize) -> Result<Vec<Rpc>, String> {
         calls.push(rpc);
     }
     Ok(calls)
+}
+
+async fn claim(w: &mut CsiWorld, i: usize) -> Result<Vec<Rpc>, String> {
+    claim_with(w, i, false).await
 }
 
 #[when("Nomad claims the volume for an allocation")]
@@ -230,8 +247,12 @@ async fn target_shows_volume(w: &mut CsiWorld) -> StepResult {
         None
     };
     let token = w.ctx().token.clone();
-    write_through(&alloc.target, staging.as_deref(), &token)
-        .map_err(|e| w.fail("the allocation's target path shows the volume", &e, &refs))
+    write_through(
+        &alloc.target,
+        staging.as_deref().map(|s| (s, "the staging path")),
+        &token,
+    )
+    .map_err(|e| w.fail("the allocation's target path shows the volume", &e, &refs))
 }
 
 #[when("Nomad releases the volume for the allocation")]
@@ -324,8 +345,12 @@ async fn shared_data(w: &mut CsiWorld) -> StepResult {
     let token = w.ctx().token.clone();
     let calls: Vec<Rpc> = w.last.clone();
     let refs: Vec<&Rpc> = calls.iter().collect();
-    write_through(&a.target, Some(&b.target), &token)
-        .map_err(|e| w.fail("both allocations' targets show the same volume", &e, &refs))
+    write_through(
+        &a.target,
+        Some((b.target.as_path(), "the second allocation's target path")),
+        &token,
+    )
+    .map_err(|e| w.fail("both allocations' targets show the same volume", &e, &refs))
 }
 
 #[when("Nomad releases the volume for the first allocation")]
@@ -504,20 +529,29 @@ async fn lifecycles(w: &mut CsiWorld) -> StepResult {
         let before = w.vols.len();
         // Create, twice: a retried create returns the same volume.
         let name = w.unique_name("vol");
+        let mut first_id: Option<String> = None;
         for _ in 0..2 {
             let req = requests::create_volume(w, &name, Mode::SingleNodeWriter);
             let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
             if !rpc.ok() {
                 failures.push(format!("round {round}: {}", rpc.summary()));
+            } else if let Some(id) = volume_id(&rpc) {
+                match &first_id {
+                    None => first_id = Some(id),
+                    Some(first) if *first != id => failures.push(format!(
+                        "round {round}: the retried CreateVolume of {name:?} returned another volume ({first:?}, then {id:?})"
+                    )),
+                    Some(_) => {}
+                }
             }
             all.push(rpc);
         }
         if w.vols.len() == before {
             break;
         }
-        let i = w.vols.len() - 1;
-        // The Nomad claim, then the release, then the release again (a retry).
-        let claim_calls = claim(w, i).await?;
+        let i = before;
+        // The Nomad claim with every call retried, then the release, then the release again.
+        let claim_calls = claim_with(w, i, true).await?;
         for c in claim_calls.iter().filter(|c| !c.ok()) {
             failures.push(format!("round {round}: {}", c.summary()));
         }

@@ -227,7 +227,7 @@ async fn holds_snapshot(w: &mut CsiWorld) -> StepResult {
     }
     let rpc = w.last_call()?;
     Err(w.fail(
-        &format!("ListSnapshots lists the new snapshot {id}"),
+        &format!("ListSnapshots lists the new snapshot {id:?}"),
         &format!("listed: {:?}", listed(w)),
         &[rpc],
     ))
