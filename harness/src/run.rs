@@ -305,3 +305,21 @@ pub fn seed_or_random(seed: Option<u64>) -> u64 {
     use rand::RngExt as _;
     seed.unwrap_or_else(|| rand::rng().random::<u32>() as u64)
 }
+
+/// The run's own directory, `<base>/nomad-conform-<run id>`, made and resolved (mount points
+/// are compared with resolved paths).
+pub fn make_scratch_base(
+    base: &std::path::Path,
+    run_id: &str,
+) -> Result<std::path::PathBuf, crate::error::HarnessError> {
+    let dir = base.join(format!("nomad-conform-{run_id}"));
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        crate::error::HarnessError::Internal(format!(
+            "failed to create scratch directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    dir.canonicalize().map_err(|e| {
+        crate::error::HarnessError::Internal(format!("failed to resolve {}: {e}", dir.display()))
+    })
+}

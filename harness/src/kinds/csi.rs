@@ -187,16 +187,7 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
 
     let run_id = crate::run::new_run_id();
     let seed = crate::run::seed_or_random(common.seed);
-    let scratch_base = std::env::temp_dir().join(format!("nomad-conform-{run_id}"));
-    std::fs::create_dir_all(&scratch_base).map_err(|e| {
-        HarnessError::Internal(format!(
-            "failed to create scratch directory {}: {e}",
-            scratch_base.display()
-        ))
-    })?;
-    let scratch_base = scratch_base.canonicalize().map_err(|e| {
-        HarnessError::Internal(format!("failed to resolve the scratch directory: {e}"))
-    })?;
+    let scratch_base = crate::run::make_scratch_base(&std::env::temp_dir(), &run_id)?;
 
     // Launch the plugin, or find it.
     let (launcher, node_socket) = match (&opts.launch, endpoint) {
@@ -217,7 +208,9 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
             (Some(Arc::new(l)), socket)
         }
         (None, Some(socket)) => (None, socket),
-        (None, None) => unreachable_endpoint()?,
+        (None, None) => {
+            return Err(HarnessError::Usage("no --endpoint and no --launch".into()));
+        }
     };
     let stop = |launcher: &Option<Arc<Launcher>>| {
         let l = launcher.clone();
@@ -336,10 +329,6 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
         shard: common.shard,
     };
     Ok(finish_record(&ctx, meta, interrupted))
-}
-
-fn unreachable_endpoint() -> Result<(Option<Arc<Launcher>>, PathBuf), HarnessError> {
-    Err(HarnessError::Usage("no endpoint and no --launch".into()))
 }
 
 /// What the capability probe learned.

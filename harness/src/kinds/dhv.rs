@@ -203,16 +203,7 @@ pub async fn run(common: &SuiteOptions, opts: &DhvOptions) -> Result<RunRecord, 
     };
     let run_id = crate::run::new_run_id();
     let seed = crate::run::seed_or_random(common.seed);
-    let scratch_base = base.join(format!("nomad-conform-{run_id}"));
-    std::fs::create_dir_all(&scratch_base).map_err(|e| {
-        HarnessError::Internal(format!(
-            "failed to create scratch directory {}: {e}",
-            scratch_base.display()
-        ))
-    })?;
-    let scratch_base = scratch_base.canonicalize().map_err(|e| {
-        HarnessError::Internal(format!("failed to resolve {}: {e}", scratch_base.display()))
-    })?;
+    let scratch_base = crate::run::make_scratch_base(&base, &run_id)?;
 
     let version = probe_version(&config.plugin, &profile, &scratch_base).await;
     let store = RunStore::new(

@@ -3,7 +3,6 @@
 use cucumber::{given, then, when};
 
 use super::common::unknown_id;
-use super::node::context;
 use super::requests::{self, Mode};
 use super::{CsiWorld, StepResult, rpc};
 use crate::plugins::csi::{Rpc, pb};
@@ -146,7 +145,6 @@ async fn node_expands(w: &mut CsiWorld) -> StepResult {
     } else {
         String::new()
     };
-    let _ = context(w);
     let req = pb::NodeExpandVolumeRequest {
         volume_id: v.id.clone(),
         volume_path: alloc.target.display().to_string(),
