@@ -190,6 +190,18 @@ Feature: node
     When the harness asks for the stats of a volume that does not exist
     Then the call fails with NOT_FOUND
 
+  @CSI-NODE-STATS-WRONG-PATH @must @requires-node-GET_VOLUME_STATS @requires-CREATE_DELETE_VOLUME
+  Scenario: NodeGetVolumeStats of a volume at a path where it is not published is refused
+    The volume exists and is published, but not at the path asked about: NOT_FOUND, not the
+    usage of whatever lives at that path.
+
+    Given the plugin has created a volume
+    And the volume is published to the node
+    And the volume is staged for the node
+    And the plugin has published the volume for an allocation
+    When the harness asks for the stats of the volume at a path where it is not published
+    Then the call fails with NOT_FOUND
+
   @CSI-NODE-STATS @must @requires-node-GET_VOLUME_STATS @requires-CREATE_DELETE_VOLUME
   Scenario: NodeGetVolumeStats reports usage of a published volume
     Given the plugin has created a volume

@@ -109,3 +109,23 @@ Feature: snapshots
   Scenario: ListSnapshots with an invalid starting token is refused
     When the harness lists snapshots from an invalid starting token
     Then the call fails with ABORTED
+
+  @CSI-SNAPSHOT-GET-NO-ID @must @requires-GET_SNAPSHOT
+  Scenario: GetSnapshot without a snapshot ID is refused
+    When the harness calls GetSnapshot without a snapshot ID
+    Then the call fails with INVALID_ARGUMENT
+
+  @CSI-SNAPSHOT-GET @must @requires-GET_SNAPSHOT @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
+  Scenario: GetSnapshot returns the snapshot with the given ID
+    Other snapshots exist beside it: the answer must be the one asked for.
+
+    Given the plugin has created a volume
+    And the plugin has created 3 snapshots of the volume
+    When the harness gets the second snapshot by its ID
+    Then the call succeeds
+    And the response holds the second snapshot, with the volume as its source and a creation time
+
+  @CSI-SNAPSHOT-GET-UNKNOWN @must @requires-GET_SNAPSHOT
+  Scenario: GetSnapshot of a snapshot that does not exist is refused
+    When the harness gets a snapshot that does not exist
+    Then the call fails with NOT_FOUND

@@ -44,6 +44,8 @@ pub struct Capabilities {
     pub plugin: BTreeSet<String>,
     pub controller: BTreeSet<String>,
     pub node: BTreeSet<String>,
+    /// GroupController RPC capabilities (only asked for when the plugin offers the service).
+    pub group: BTreeSet<String>,
 }
 
 /// What the steps of a CSI run read.
@@ -354,6 +356,12 @@ impl Probe {
             join(&self.caps.controller),
         );
         d.insert("node_capabilities".into(), join(&self.caps.node));
+        if !self.caps.group.is_empty() {
+            d.insert(
+                "group_controller_capabilities".into(),
+                join(&self.caps.group),
+            );
+        }
         d.insert("node_id".into(), self.node_id.clone());
         d.insert("max_volumes_per_node".into(), self.max_volumes.to_string());
         if !self.failures.is_empty() {
@@ -437,6 +445,30 @@ async fn probe(
                 .push(format!("ControllerGetCapabilities: {}", rpc.outcome())),
         }
     }
+    if p.caps.plugin.contains("GROUP_CONTROLLER_SERVICE") {
+        let mut cl = controller.group();
+        let (rpc, caps) = call(
+            "GroupController",
+            "GroupControllerGetCapabilities",
+            pb::GroupControllerGetCapabilitiesRequest {},
+            d,
+            |r| async move { cl.group_controller_get_capabilities(r).await },
+        )
+        .await;
+        match caps {
+            Some(c) => {
+                for cap in c.capabilities {
+                    if let Some(pb::group_controller_service_capability::Type::Rpc(r)) = cap.r#type
+                    {
+                        p.caps.group.insert(r.r#type().as_str_name().to_string());
+                    }
+                }
+            }
+            None => p
+                .failures
+                .push(format!("GroupControllerGetCapabilities: {}", rpc.outcome())),
+        }
+    }
     let mut nd = node.node();
     let (rpc, caps) = call(
         "Node",
@@ -507,8 +539,18 @@ fn skips(
                     "needs mutable parameters the plugin supports: pass --mutable-parameters JSON"
                         .into(),
                 ),
-                "multi-writer" | "controller" | "launch" | "max-volumes" | "mutable-parameters" => {
-                    None
+                "group" if !probe.caps.plugin.contains("GROUP_CONTROLLER_SERVICE") => {
+                    missing("the GROUP_CONTROLLER_SERVICE plugin capability".into())
+                }
+                "multi-writer" | "controller" | "group" | "launch" | "max-volumes"
+                | "mutable-parameters" => None,
+                n if n.starts_with("group-") => {
+                    let cap = &n["group-".len()..];
+                    (!probe.caps.group.contains(cap)).then(|| {
+                        format!(
+                            "the plugin does not advertise the group controller capability {cap}"
+                        )
+                    })
                 }
                 n if n.starts_with("node-") => {
                     let cap = &n["node-".len()..];

@@ -1,6 +1,9 @@
 //! The Controller service: provisioning (directories under `<state-dir>/volumes`),
 //! attachment bookkeeping, snapshots, clones, expansion and modification.
 //!
+//! Group snapshots are the GroupController service's (`group_controller.rs`); their members
+//! are ordinary snapshots here, except that DeleteSnapshot refuses them.
+//!
 //! Capacity is bookkeeping: a directory has no size, so each volume records the capacity it
 //! was given, and the plugin pretends to have [`TOTAL_CAPACITY_BYTES`] to hand out.
 //!
@@ -85,7 +88,17 @@ impl ControllerService {
             rpc::parse_capability(capability)?;
         }
         let (required, limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
-        check_mutable_parameters(&req.mutable_parameters)?;
+        // Mutable parameters follow ControllerModifyVolume's rule and become the volume's
+        // first ones. (create-accepts-unknown-mutable: any key and any value go through.)
+        if !faults.has(Fault::CreateAcceptsUnknownMutable) {
+            check_mutable_parameters(&req.mutable_parameters)?;
+        }
+        // create-rejects-mutable: supported ones are refused too.
+        if faults.has(Fault::CreateRejectsMutable) && !req.mutable_parameters.is_empty() {
+            return Err(Status::invalid_argument(
+                "mutable_parameters are not accepted at creation (create-rejects-mutable fault)",
+            ));
+        }
         // create-ignores-content-source: every volume starts empty, whatever was asked.
         let source = if faults.has(Fault::CreateIgnoresContentSource) {
             None
@@ -535,16 +548,15 @@ impl ControllerService {
             .store
             .read(|s| s.volumes.get(source).cloned())
             .ok_or_else(|| Status::not_found(format!("source volume {source:?} does not exist")))?;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let (created_seconds, created_nanos) = now();
         let snapshot = Snapshot {
             id: Uuid::new_v4().to_string(),
             name: req.name.clone(),
             source_volume_id: source.to_string(),
             size_bytes: volume.capacity_bytes,
-            created_seconds: i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
-            created_nanos: i32::try_from(now.subsec_nanos()).unwrap_or(0),
+            created_seconds,
+            created_nanos,
+            group_snapshot_id: String::new(),
         };
         let dir = plugin.storage.snapshot_dir(&snapshot.id);
         plugin
@@ -583,11 +595,21 @@ impl ControllerService {
         rpc::require(&plugin.faults, id, "snapshot_id")?;
         let _lock = plugin.locks.lock(LockKey::Snapshot(id)).await;
 
-        if !plugin.store.read(|s| s.snapshots.contains_key(id)) {
+        let Some(snapshot) = plugin.store.read(|s| s.snapshots.get(id).cloned()) else {
             if plugin.faults.has(Fault::SnapshotDeleteUnknownNotFound) {
                 return Err(Status::not_found(format!("snapshot {id:?} does not exist")));
             }
             return Ok(DeleteSnapshotResponse {});
+        };
+        // A group's member goes with its group. The spec's DeleteSnapshot table gives
+        // "Snapshot is part of a group" the code 3 INVALID_ARGUMENT (the caller must call
+        // DeleteVolumeGroupSnapshot instead; retrying cannot help).
+        if !snapshot.group_snapshot_id.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "snapshot {id:?} is part of group snapshot {:?} and cannot be deleted alone; \
+                 use DeleteVolumeGroupSnapshot",
+                snapshot.group_snapshot_id
+            )));
         }
         plugin
             .storage
@@ -599,6 +621,35 @@ impl ControllerService {
             Ok(())
         })?;
         Ok(DeleteSnapshotResponse {})
+    }
+
+    fn handle_get_snapshot(&self, req: GetSnapshotRequest) -> Result<GetSnapshotResponse, Status> {
+        let faults = &self.plugin.faults;
+        let id = req.snapshot_id.as_str();
+        rpc::require(faults, id, "snapshot_id")?;
+        let found = self.plugin.store.read(|s| {
+            let asked = s.snapshots.get(id)?;
+            // get-snapshot-wrong: the first other snapshot, if there is one.
+            if faults.has(Fault::GetSnapshotWrong)
+                && let Some(other) = s.snapshots.values().find(|other| other.id != id)
+            {
+                return Some(other.clone());
+            }
+            Some(asked.clone())
+        });
+        match found {
+            Some(snapshot) => Ok(GetSnapshotResponse {
+                snapshot: Some(snapshot_message(&snapshot)),
+            }),
+            // get-snapshot-unknown-ok: a snapshot that is nothing but the id asked for.
+            None if faults.has(Fault::GetSnapshotUnknownOk) => Ok(GetSnapshotResponse {
+                snapshot: Some(csi::Snapshot {
+                    snapshot_id: id.to_string(),
+                    ..Default::default()
+                }),
+            }),
+            None => Err(Status::not_found(format!("snapshot {id:?} does not exist"))),
+        }
     }
 
     fn handle_list_snapshots(
@@ -765,8 +816,8 @@ impl ControllerService {
     }
 }
 
-/// The controller RPCs this plugin implements. GetSnapshot and VOLUME_CONDITION are not
-/// among them; neither is SINGLE_NODE_MULTI_WRITER (see `rpc::parse_capability`).
+/// The controller RPCs this plugin implements. VOLUME_CONDITION is not among them; neither is
+/// SINGLE_NODE_MULTI_WRITER (see `rpc::parse_capability`).
 fn controller_capabilities() -> Vec<ControllerServiceCapability> {
     [
         RpcType::CreateDeleteVolume,
@@ -780,6 +831,7 @@ fn controller_capabilities() -> Vec<ControllerServiceCapability> {
         RpcType::ExpandVolume,
         RpcType::ModifyVolume,
         RpcType::GetVolume,
+        RpcType::GetSnapshot,
     ]
     .into_iter()
     .map(|rpc| ControllerServiceCapability {
@@ -874,7 +926,7 @@ fn content_source(
     }
 }
 
-fn sorted(map: &HashMap<String, String>) -> BTreeMap<String, String> {
+pub fn sorted(map: &HashMap<String, String>) -> BTreeMap<String, String> {
     map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
@@ -903,7 +955,8 @@ fn volume_message(volume: &Volume) -> csi::Volume {
     }
 }
 
-fn snapshot_message(snapshot: &Snapshot) -> csi::Snapshot {
+/// A snapshot as CreateSnapshot, GetSnapshot, ListSnapshots and the group calls answer it.
+pub fn snapshot_message(snapshot: &Snapshot) -> csi::Snapshot {
     csi::Snapshot {
         size_bytes: snapshot.size_bytes,
         snapshot_id: snapshot.id.clone(),
@@ -914,8 +967,19 @@ fn snapshot_message(snapshot: &Snapshot) -> csi::Snapshot {
         }),
         // Copies are complete when CreateSnapshot returns.
         ready_to_use: true,
-        group_snapshot_id: String::new(),
+        group_snapshot_id: snapshot.group_snapshot_id.clone(),
     }
+}
+
+/// Now, as seconds and nanoseconds since the Unix epoch: a snapshot's creation time.
+pub fn now() -> (i64, i32) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (
+        i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
+        i32::try_from(now.subsec_nanos()).unwrap_or(0),
+    )
 }
 
 #[tonic::async_trait]
@@ -1047,13 +1111,12 @@ impl Controller for ControllerService {
 
     async fn get_snapshot(
         &self,
-        _request: Request<GetSnapshotRequest>,
+        request: Request<GetSnapshotRequest>,
     ) -> Result<Response<GetSnapshotResponse>, Status> {
-        let result = Err(Status::unimplemented(
-            "GetSnapshot is not implemented (GET_SNAPSHOT is not advertised); use ListSnapshots \
-             with snapshot_id",
-        ));
-        rpc::finish(&self.plugin.faults, "GetSnapshot", "", result)
+        let req = request.into_inner();
+        let subject = format!("snapshot={:?}", req.snapshot_id);
+        let result = self.handle_get_snapshot(req);
+        rpc::finish(&self.plugin.faults, "GetSnapshot", &subject, result)
     }
 
     async fn controller_expand_volume(

@@ -29,6 +29,8 @@ pub enum Fault {
     CreateEmptyId,
     CreateIgnoresCapacity,
     CreateIgnoresContentSource,
+    CreateRejectsMutable,
+    CreateAcceptsUnknownMutable,
     DeleteUnknownNotFound,
     DeleteInUseOk,
     DeleteKeepsVolume,
@@ -59,6 +61,15 @@ pub enum Fault {
     SnapshotNoCreationTime,
     ListSnapshotsIgnoresFilter,
     ListSnapshotsEmpty,
+    GetSnapshotUnknownOk,
+    GetSnapshotWrong,
+    GroupCapabilitiesError,
+    GroupSnapshotAcceptsMissingName,
+    GroupSnapshotNotIdempotent,
+    GroupDeleteUnknownNotFound,
+    GroupGetUnknownOk,
+    GroupGetNoSnapshots,
+    GroupDeleteKeeps,
     ExpandUnknownOk,
     ExpandShrinks,
     ExpandIgnoresSize,
@@ -67,6 +78,7 @@ pub enum Fault {
     ModifyRejectsAll,
     ModifyAcceptsUnknown,
     StatsUnknownOk,
+    StatsIgnoresPath,
     StatsNegative,
     ErrorDetails,
     ForgetState,
@@ -92,6 +104,8 @@ impl Fault {
         Fault::CreateEmptyId,
         Fault::CreateIgnoresCapacity,
         Fault::CreateIgnoresContentSource,
+        Fault::CreateRejectsMutable,
+        Fault::CreateAcceptsUnknownMutable,
         Fault::DeleteUnknownNotFound,
         Fault::DeleteInUseOk,
         Fault::DeleteKeepsVolume,
@@ -122,6 +136,15 @@ impl Fault {
         Fault::SnapshotNoCreationTime,
         Fault::ListSnapshotsIgnoresFilter,
         Fault::ListSnapshotsEmpty,
+        Fault::GetSnapshotUnknownOk,
+        Fault::GetSnapshotWrong,
+        Fault::GroupCapabilitiesError,
+        Fault::GroupSnapshotAcceptsMissingName,
+        Fault::GroupSnapshotNotIdempotent,
+        Fault::GroupDeleteUnknownNotFound,
+        Fault::GroupGetUnknownOk,
+        Fault::GroupGetNoSnapshots,
+        Fault::GroupDeleteKeeps,
         Fault::ExpandUnknownOk,
         Fault::ExpandShrinks,
         Fault::ExpandIgnoresSize,
@@ -130,6 +153,7 @@ impl Fault {
         Fault::ModifyRejectsAll,
         Fault::ModifyAcceptsUnknown,
         Fault::StatsUnknownOk,
+        Fault::StatsIgnoresPath,
         Fault::StatsNegative,
         Fault::ErrorDetails,
         Fault::ForgetState,
@@ -155,6 +179,8 @@ impl Fault {
             Fault::CreateEmptyId => "create-empty-id",
             Fault::CreateIgnoresCapacity => "create-ignores-capacity",
             Fault::CreateIgnoresContentSource => "create-ignores-content-source",
+            Fault::CreateRejectsMutable => "create-rejects-mutable",
+            Fault::CreateAcceptsUnknownMutable => "create-accepts-unknown-mutable",
             Fault::DeleteUnknownNotFound => "delete-unknown-not-found",
             Fault::DeleteInUseOk => "delete-in-use-ok",
             Fault::DeleteKeepsVolume => "delete-keeps-volume",
@@ -185,6 +211,15 @@ impl Fault {
             Fault::SnapshotNoCreationTime => "snapshot-no-creation-time",
             Fault::ListSnapshotsIgnoresFilter => "list-snapshots-ignores-filter",
             Fault::ListSnapshotsEmpty => "list-snapshots-empty",
+            Fault::GetSnapshotUnknownOk => "get-snapshot-unknown-ok",
+            Fault::GetSnapshotWrong => "get-snapshot-wrong",
+            Fault::GroupCapabilitiesError => "group-capabilities-error",
+            Fault::GroupSnapshotAcceptsMissingName => "group-snapshot-accepts-missing-name",
+            Fault::GroupSnapshotNotIdempotent => "group-snapshot-not-idempotent",
+            Fault::GroupDeleteUnknownNotFound => "group-delete-unknown-not-found",
+            Fault::GroupGetUnknownOk => "group-get-unknown-ok",
+            Fault::GroupGetNoSnapshots => "group-get-no-snapshots",
+            Fault::GroupDeleteKeeps => "group-delete-keeps",
             Fault::ExpandUnknownOk => "expand-unknown-ok",
             Fault::ExpandShrinks => "expand-shrinks",
             Fault::ExpandIgnoresSize => "expand-ignores-size",
@@ -193,6 +228,7 @@ impl Fault {
             Fault::ModifyRejectsAll => "modify-rejects-all",
             Fault::ModifyAcceptsUnknown => "modify-accepts-unknown",
             Fault::StatsUnknownOk => "stats-unknown-ok",
+            Fault::StatsIgnoresPath => "stats-ignores-path",
             Fault::StatsNegative => "stats-negative",
             Fault::ErrorDetails => "error-details",
             Fault::ForgetState => "forget-state",
@@ -241,6 +277,13 @@ impl Fault {
             Fault::CreateIgnoresContentSource => {
                 "CreateVolume ignores volume_content_source: it makes an empty volume, answers \
                  no content_source, and a missing source is not NOT_FOUND"
+            }
+            Fault::CreateRejectsMutable => {
+                "CreateVolume refuses supported mutable_parameters with INVALID_ARGUMENT"
+            }
+            Fault::CreateAcceptsUnknownMutable => {
+                "CreateVolume accepts mutable_parameters it does not support instead of \
+                 INVALID_ARGUMENT (and records them)"
             }
             Fault::DeleteUnknownNotFound => {
                 "DeleteVolume of an unknown id returns NOT_FOUND instead of OK"
@@ -339,6 +382,35 @@ impl Fault {
             Fault::ListSnapshotsEmpty => {
                 "ListSnapshots answers an empty list, whatever snapshots exist"
             }
+            Fault::GetSnapshotUnknownOk => {
+                "GetSnapshot of an unknown id answers OK with an empty snapshot (only the \
+                 asked-for id) instead of NOT_FOUND"
+            }
+            Fault::GetSnapshotWrong => {
+                "GetSnapshot of an existing snapshot answers another one (the first other \
+                 snapshot by id)"
+            }
+            Fault::GroupCapabilitiesError => "GroupControllerGetCapabilities fails with INTERNAL",
+            Fault::GroupSnapshotAcceptsMissingName => {
+                "CreateVolumeGroupSnapshot without a name succeeds instead of INVALID_ARGUMENT"
+            }
+            Fault::GroupSnapshotNotIdempotent => {
+                "CreateVolumeGroupSnapshot with an existing name and the same sources cuts \
+                 another group"
+            }
+            Fault::GroupDeleteUnknownNotFound => {
+                "DeleteVolumeGroupSnapshot of an unknown id returns NOT_FOUND instead of OK"
+            }
+            Fault::GroupGetUnknownOk => {
+                "GetVolumeGroupSnapshot of an unknown id answers OK with an empty group instead \
+                 of NOT_FOUND"
+            }
+            Fault::GroupGetNoSnapshots => {
+                "GetVolumeGroupSnapshot answers the group without its member snapshots"
+            }
+            Fault::GroupDeleteKeeps => {
+                "DeleteVolumeGroupSnapshot answers OK but keeps the group and its snapshots"
+            }
             Fault::ExpandUnknownOk => {
                 "ControllerExpandVolume of an unknown volume returns OK instead of NOT_FOUND"
             }
@@ -365,8 +437,11 @@ impl Fault {
                  of INVALID_ARGUMENT"
             }
             Fault::StatsUnknownOk => {
-                "NodeGetVolumeStats of an unknown volume or path returns zeros instead of \
-                 NOT_FOUND"
+                "NodeGetVolumeStats of an unknown volume returns zeros instead of NOT_FOUND"
+            }
+            Fault::StatsIgnoresPath => {
+                "NodeGetVolumeStats of a volume at a path where it is neither staged nor \
+                 published reports the volume's usage instead of NOT_FOUND"
             }
             Fault::StatsNegative => "NodeGetVolumeStats reports -1 available bytes",
             Fault::ErrorDetails => "every error carries non-empty status details",

@@ -59,16 +59,19 @@ impl IdentityService {
     }
 }
 
-/// The plugin serves the Controller service and can grow volumes while they are in use.
+/// The plugin serves the Controller and GroupController services and can grow volumes while
+/// they are in use.
 fn plugin_capabilities() -> Vec<PluginCapability> {
+    let serves = |kind: service::Type| PluginCapability {
+        r#type: Some(plugin_capability::Type::Service(
+            plugin_capability::Service {
+                r#type: kind as i32,
+            },
+        )),
+    };
     vec![
-        PluginCapability {
-            r#type: Some(plugin_capability::Type::Service(
-                plugin_capability::Service {
-                    r#type: service::Type::ControllerService as i32,
-                },
-            )),
-        },
+        serves(service::Type::ControllerService),
+        serves(service::Type::GroupControllerService),
         PluginCapability {
             r#type: Some(plugin_capability::Type::VolumeExpansion(
                 plugin_capability::VolumeExpansion {

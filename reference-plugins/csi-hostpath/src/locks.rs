@@ -5,8 +5,9 @@
 //! other, so a retried or duplicated call simply sees the first one's result. Calls on
 //! different volumes run in parallel. Reads (List*, Get*, Validate*) take no lock.
 //!
-//! Lock order, to rule out deadlocks: a name lock before an id lock, and at most one id lock
-//! at a time.
+//! Lock order, to rule out deadlocks: a name or group lock before an id lock; a call that
+//! needs several id locks (a group snapshot's volumes or members) takes them all at once with
+//! [`Locks::lock_all`], in sorted order, and every other call holds at most one id lock.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,6 +25,10 @@ pub enum LockKey<'a> {
     SnapshotName(&'a str),
     /// An existing snapshot.
     Snapshot(&'a str),
+    /// A CreateVolumeGroupSnapshot name.
+    GroupSnapshotName(&'a str),
+    /// An existing group snapshot.
+    GroupSnapshot(&'a str),
 }
 
 impl LockKey<'_> {
@@ -33,6 +38,8 @@ impl LockKey<'_> {
             LockKey::Volume(id) => format!("volume/{id}"),
             LockKey::SnapshotName(name) => format!("snapshot-name/{name}"),
             LockKey::Snapshot(id) => format!("snapshot/{id}"),
+            LockKey::GroupSnapshotName(name) => format!("group-snapshot-name/{name}"),
+            LockKey::GroupSnapshot(id) => format!("group-snapshot/{id}"),
         }
     }
 }
@@ -63,6 +70,23 @@ impl Locks {
             key,
             guard: Some(guard),
         }
+    }
+
+    /// Locks several keys of one kind, in sorted order (so two such calls cannot wait for
+    /// each other), each key once. Dropping the vector releases them.
+    pub async fn lock_all<'k>(
+        &self,
+        ids: &'k [String],
+        key: impl Fn(&'k str) -> LockKey<'k>,
+    ) -> Vec<LockGuard<'_>> {
+        let mut sorted: Vec<&str> = ids.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut guards = Vec::with_capacity(sorted.len());
+        for id in sorted {
+            guards.push(self.lock(key(id)).await);
+        }
+        guards
     }
 }
 
@@ -109,6 +133,16 @@ mod tests {
         assert!(!waiter.is_finished());
         drop(first);
         waiter.await.expect("waiter finishes");
+        assert!(locks.entries.lock().expect("not poisoned").is_empty());
+    }
+
+    #[tokio::test]
+    async fn lock_all_takes_each_key_once_and_releases_them() {
+        let locks = Locks::default();
+        let ids = ["b".to_string(), "a".to_string(), "b".to_string()];
+        let held = locks.lock_all(&ids, LockKey::Volume).await;
+        assert_eq!(held.len(), 2);
+        drop(held);
         assert!(locks.entries.lock().expect("not poisoned").is_empty());
     }
 }

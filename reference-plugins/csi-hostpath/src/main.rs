@@ -1,19 +1,21 @@
 //! csi-hostpath: the reference CSI plugin of nomad-conform.
 //!
-//! A monolith plugin (Identity, Controller and Node on one unix socket) whose volumes are
-//! directories on this host. It is meant to be read: each service is one module, every rule
-//! of the CSI spec it follows is implemented in one visible place, and `--fault NAME`
-//! switches break one rule at a time so the conformance suite can prove its checks fail.
+//! A monolith plugin (Identity, Controller, GroupController and Node on one unix socket) whose
+//! volumes are directories on this host. It is meant to be read: each service is one module,
+//! every rule of the CSI spec it follows is implemented in one visible place, and
+//! `--fault NAME` switches break one rule at a time so the conformance suite can prove its
+//! checks fail.
 //!
-//! Modules: `identity`, `controller` and `node` are the three gRPC services; `state` is the
-//! persisted memory (state.json); `storage` the volume and snapshot directories; `mounts` the
-//! bind mounts; `locks` the per-volume serialisation; `rpc` shared request/answer helpers;
-//! `faults` the fault switches; `plugin` what the services share.
+//! Modules: `identity`, `controller`, `group_controller` and `node` are the four gRPC
+//! services; `state` is the persisted memory (state.json); `storage` the volume and snapshot
+//! directories; `mounts` the bind mounts; `locks` the per-volume serialisation; `rpc` shared
+//! request/answer helpers; `faults` the fault switches; `plugin` what the services share.
 //!
 //! This file: the command line, and serving gRPC on the socket until SIGTERM or SIGINT.
 
 mod controller;
 mod faults;
+mod group_controller;
 mod identity;
 mod locks;
 mod mounts;
@@ -33,6 +35,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Parser;
 use nomad_conform_proto::csi::v1::controller_server::ControllerServer;
+use nomad_conform_proto::csi::v1::group_controller_server::GroupControllerServer;
 use nomad_conform_proto::csi::v1::identity_server::IdentityServer;
 use nomad_conform_proto::csi::v1::node_server::NodeServer;
 use tokio::net::UnixListener;
@@ -42,6 +45,7 @@ use tonic::transport::Server;
 
 use crate::controller::ControllerService;
 use crate::faults::{Fault, Faults};
+use crate::group_controller::GroupControllerService;
 use crate::identity::IdentityService;
 use crate::node::NodeService;
 use crate::plugin::{Config, PLUGIN_NAME, Plugin};
@@ -180,11 +184,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // clients' connections) a grace period to finish before exiting regardless.
     let identity = IdentityServer::new(IdentityService::new(Arc::clone(&plugin)));
     let controller = ControllerServer::new(ControllerService::new(Arc::clone(&plugin)));
+    let group_controller =
+        GroupControllerServer::new(GroupControllerService::new(Arc::clone(&plugin)));
     let node = NodeServer::new(NodeService::new(Arc::clone(&plugin)));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = Server::builder()
         .add_service(identity)
         .add_service(controller)
+        .add_service(group_controller)
         .add_service(node)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
             let _ = stopped.await;

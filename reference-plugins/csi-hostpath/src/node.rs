@@ -366,27 +366,31 @@ impl NodeService {
         let (exists, known_path) = plugin
             .store
             .read(|s| (s.volumes.contains_key(id), s.is_volume_path(id, path)));
-        let problem = if !exists {
-            Some(format!("volume {id:?} does not exist"))
-        } else if !known_path || !Path::new(path).exists() {
-            Some(format!(
-                "volume {id:?} is not staged or published at {path:?}"
-            ))
-        } else {
-            None
-        };
-        if let Some(problem) = problem {
+        if !exists {
+            // stats-unknown-ok: zeros for a volume that is not there.
             if plugin.faults.has(Fault::StatsUnknownOk) {
                 return Ok(NodeGetVolumeStatsResponse {
                     usage: vec![usage(Unit::Bytes, 0, 0, 0), usage(Unit::Inodes, 0, 0, 0)],
                     volume_condition: None,
                 });
             }
-            return Err(Status::not_found(problem));
+            return Err(Status::not_found(format!("volume {id:?} does not exist")));
         }
+        // The volume exists but is not staged or published at this path (or the path is
+        // gone): the spec's "volume does not exist on the specified path", NOT_FOUND.
+        // (stats-ignores-path: report the volume directory's usage instead.)
+        let measured = if known_path && Path::new(path).exists() {
+            PathBuf::from(path)
+        } else if plugin.faults.has(Fault::StatsIgnoresPath) {
+            plugin.storage.volume_dir(id)
+        } else {
+            return Err(Status::not_found(format!(
+                "volume {id:?} is not staged or published at {path:?}"
+            )));
+        };
 
-        let stats =
-            statvfs(path).map_err(|err| rpc::internal(&format!("statvfs {path:?}"), err))?;
+        let stats = statvfs(&measured)
+            .map_err(|err| rpc::internal(&format!("statvfs {}", measured.display()), err))?;
         let fragment = stats.fragment_size();
         let bytes = |blocks: u64| blocks.saturating_mul(fragment);
         let (blocks, free, available) = (

@@ -1,4 +1,4 @@
-//! What the three services share: the configuration, the fault switches, the persisted
+//! What the four services share: the configuration, the fault switches, the persisted
 //! state, the volume directories and the per-volume locks.
 
 use std::io;

@@ -23,8 +23,10 @@ use tonic::Status;
 pub struct State {
     /// Volumes by id.
     pub volumes: BTreeMap<String, Volume>,
-    /// Snapshots by id.
+    /// Snapshots by id, group members included.
     pub snapshots: BTreeMap<String, Snapshot>,
+    /// Volume group snapshots by id. Their member snapshots are in `snapshots`.
+    pub group_snapshots: BTreeMap<String, GroupSnapshot>,
     /// ControllerPublishVolume results: which volume is attached to which node.
     pub controller_publications: Vec<ControllerPublication>,
     /// NodeStageVolume results, by staging_target_path.
@@ -63,6 +65,27 @@ pub struct Snapshot {
     /// must be at least this large.
     pub size_bytes: i64,
     /// Creation time as seconds and nanoseconds since the Unix epoch.
+    pub created_seconds: i64,
+    pub created_nanos: i32,
+    /// The group snapshot this snapshot was cut for; empty for a snapshot of its own. A
+    /// member is deleted with its group, never alone.
+    #[serde(default)]
+    pub group_snapshot_id: String,
+}
+
+/// A CreateVolumeGroupSnapshot result: one snapshot per source volume, cut together.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupSnapshot {
+    pub id: String,
+    /// The CreateVolumeGroupSnapshot name; unique among groups (the idempotency key).
+    pub name: String,
+    /// The source volumes, in the order of the request.
+    pub source_volume_ids: Vec<String>,
+    /// The member snapshots, one per source volume and in the same order.
+    pub snapshot_ids: Vec<String>,
+    pub parameters: BTreeMap<String, String>,
+    /// Creation time as seconds and nanoseconds since the Unix epoch (the members have the
+    /// same).
     pub created_seconds: i64,
     pub created_nanos: i32,
 }
@@ -146,8 +169,16 @@ impl State {
         self.volumes.values().find(|v| v.name == name)
     }
 
+    /// The snapshot CreateSnapshot made under this name. Group members are not among the
+    /// candidates: their names are the plugin's, not a CreateSnapshot caller's.
     pub fn snapshot_by_name(&self, name: &str) -> Option<&Snapshot> {
-        self.snapshots.values().find(|s| s.name == name)
+        self.snapshots
+            .values()
+            .find(|s| s.group_snapshot_id.is_empty() && s.name == name)
+    }
+
+    pub fn group_snapshot_by_name(&self, name: &str) -> Option<&GroupSnapshot> {
+        self.group_snapshots.values().find(|g| g.name == name)
     }
 
     /// Sum of the capacities of all volumes, for GetCapacity and admission.
@@ -342,6 +373,20 @@ mod tests {
         });
         assert!(result.is_err());
         assert!(store.read(|s| s.volumes.is_empty()));
+    }
+
+    #[test]
+    fn state_from_before_group_snapshots_still_loads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old = r#"{"snapshots": {"s": {"id": "s", "name": "n", "source_volume_id": "v",
+            "size_bytes": 1, "created_seconds": 2, "created_nanos": 3}}}"#;
+        fs::write(dir.path().join(Store::FILE_NAME), old).expect("write");
+        let store = Store::open(dir.path(), true).expect("open");
+        let snapshot = store
+            .read(|s| s.snapshots.get("s").cloned())
+            .expect("loaded");
+        assert!(snapshot.group_snapshot_id.is_empty());
+        assert!(store.read(|s| s.group_snapshots.is_empty()));
     }
 
     #[test]

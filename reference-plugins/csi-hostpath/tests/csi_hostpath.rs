@@ -10,7 +10,10 @@ use std::io::ErrorKind;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use nomad_conform_proto::csi::v1::VolumeGroupSnapshot;
+use nomad_conform_proto::csi::v1::controller_client::ControllerClient;
 use nomad_conform_proto::csi::v1::controller_service_capability::rpc::Type as ControllerRpc;
+use nomad_conform_proto::csi::v1::group_controller_service_capability::rpc::Type as GroupRpc;
 use nomad_conform_proto::csi::v1::node_service_capability::rpc::Type as NodeRpc;
 use nomad_conform_proto::csi::v1::plugin_capability::{self, service, volume_expansion};
 use nomad_conform_proto::csi::v1::volume_capability::access_mode::Mode;
@@ -19,15 +22,18 @@ use nomad_conform_proto::csi::v1::volume_usage::Unit;
 use nomad_conform_proto::csi::v1::{
     CapacityRange, ControllerExpandVolumeRequest, ControllerGetCapabilitiesRequest,
     ControllerGetVolumeRequest, ControllerModifyVolumeRequest, ControllerUnpublishVolumeRequest,
-    CreateSnapshotRequest, DeleteSnapshotRequest, DeleteVolumeRequest, GetCapacityRequest,
-    GetPluginCapabilitiesRequest, GetPluginInfoRequest, ListSnapshotsRequest, ListVolumesRequest,
-    NodeExpandVolumeRequest, NodeGetCapabilitiesRequest, NodeGetInfoRequest,
+    CreateSnapshotRequest, CreateVolumeGroupSnapshotRequest, DeleteSnapshotRequest,
+    DeleteVolumeGroupSnapshotRequest, DeleteVolumeRequest, GetCapacityRequest,
+    GetPluginCapabilitiesRequest, GetPluginInfoRequest, GetSnapshotRequest,
+    GetVolumeGroupSnapshotRequest, GroupControllerGetCapabilitiesRequest, ListSnapshotsRequest,
+    ListVolumesRequest, NodeExpandVolumeRequest, NodeGetCapabilitiesRequest, NodeGetInfoRequest,
     NodeGetVolumeStatsRequest, NodeUnpublishVolumeRequest, NodeUnstageVolumeRequest, ProbeRequest,
     ValidateVolumeCapabilitiesRequest, VolumeContentSource, controller_service_capability,
-    node_service_capability,
+    group_controller_service_capability, node_service_capability,
 };
 use support::*;
 use tonic::Code;
+use tonic::transport::Channel;
 
 #[tokio::test]
 async fn identity_capabilities_and_node_info() {
@@ -54,11 +60,36 @@ async fn identity_capabilities_and_node_info() {
         matches!(&c.r#type, Some(plugin_capability::Type::Service(s))
             if s.r#type == service::Type::ControllerService as i32)
     });
+    let has_group_controller = caps.iter().any(|c| {
+        matches!(&c.r#type, Some(plugin_capability::Type::Service(s))
+            if s.r#type == service::Type::GroupControllerService as i32)
+    });
     let has_online_expansion = caps.iter().any(|c| {
         matches!(&c.r#type, Some(plugin_capability::Type::VolumeExpansion(e))
             if e.r#type == volume_expansion::Type::Online as i32)
     });
-    assert!(has_controller && has_online_expansion, "{caps:?}");
+    assert!(
+        has_controller && has_group_controller && has_online_expansion,
+        "{caps:?}"
+    );
+
+    let group_caps: Vec<i32> = plugin
+        .group_controller()
+        .group_controller_get_capabilities(GroupControllerGetCapabilitiesRequest {})
+        .await
+        .expect("group controller capabilities")
+        .into_inner()
+        .capabilities
+        .into_iter()
+        .filter_map(|c| {
+            c.r#type
+                .map(|group_controller_service_capability::Type::Rpc(rpc)| rpc.r#type)
+        })
+        .collect();
+    assert_eq!(
+        group_caps,
+        [GroupRpc::CreateDeleteGetVolumeGroupSnapshot as i32]
+    );
 
     let probe = identity
         .probe(ProbeRequest {})
@@ -92,6 +123,7 @@ async fn identity_capabilities_and_node_info() {
         ControllerRpc::ExpandVolume,
         ControllerRpc::ModifyVolume,
         ControllerRpc::GetVolume,
+        ControllerRpc::GetSnapshot,
     ] {
         assert!(
             controller_caps.contains(&(wanted as i32)),
@@ -594,6 +626,24 @@ async fn stage_publish_unpublish_unstage_with_real_bind_mounts() {
         })
         .await;
     assert_eq!(code_of(stats_elsewhere), Code::NotFound);
+    // A directory that exists but is not the volume's is no better.
+    let unrelated = scratch.co_path("unrelated");
+    fs::create_dir(&unrelated).expect("unrelated dir");
+    let stats_unrelated = node
+        .node_get_volume_stats(NodeGetVolumeStatsRequest {
+            volume_id: id.clone(),
+            volume_path: unrelated.display().to_string(),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(code_of(stats_unrelated), Code::NotFound);
+    node.node_get_volume_stats(NodeGetVolumeStatsRequest {
+        volume_id: id.clone(),
+        volume_path: staging.display().to_string(),
+        ..Default::default()
+    })
+    .await
+    .expect("stats at the staging path");
     let expanded = controller
         .controller_expand_volume(ControllerExpandVolumeRequest {
             volume_id: id.clone(),
@@ -1446,4 +1496,627 @@ fn refuses_to_replace_a_file_that_is_not_a_socket() {
         fs::read_to_string(scratch.socket()).expect("still there"),
         "not a socket"
     );
+}
+
+/// Creates a volume (named `name`, 1 MiB) holding `data.txt` with `contents`; its id.
+async fn volume_with_data(
+    controller: &mut ControllerClient<Channel>,
+    scratch: &Scratch,
+    name: &str,
+    contents: &str,
+) -> String {
+    let id = controller
+        .create_volume(create_request(name, Mode::SingleNodeWriter, MIB))
+        .await
+        .expect("create")
+        .into_inner()
+        .volume
+        .expect("volume")
+        .volume_id;
+    fs::write(scratch.volume_dir(&id).join("data.txt"), contents).expect("seed");
+    id
+}
+
+fn create_group(name: &str, sources: &[&str]) -> CreateVolumeGroupSnapshotRequest {
+    CreateVolumeGroupSnapshotRequest {
+        name: name.into(),
+        source_volume_ids: sources.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn get_group(id: &str, snapshot_ids: &[String]) -> GetVolumeGroupSnapshotRequest {
+    GetVolumeGroupSnapshotRequest {
+        group_snapshot_id: id.into(),
+        snapshot_ids: snapshot_ids.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn delete_group(id: &str, snapshot_ids: &[String]) -> DeleteVolumeGroupSnapshotRequest {
+    DeleteVolumeGroupSnapshotRequest {
+        group_snapshot_id: id.into(),
+        snapshot_ids: snapshot_ids.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn get_snapshot(id: &str) -> GetSnapshotRequest {
+    GetSnapshotRequest {
+        snapshot_id: id.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn get_snapshot_answers_the_snapshot_asked_for() {
+    let scratch = Scratch::new();
+    let plugin = Plugin::start(&scratch, &[]).await;
+    let mut controller = plugin.controller();
+    let volume = volume_with_data(&mut controller, &scratch, "source", "v1").await;
+    let mut cut = Vec::new();
+    for name in ["first", "second", "third"] {
+        let snapshot = controller
+            .create_snapshot(CreateSnapshotRequest {
+                name: name.into(),
+                source_volume_id: volume.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("snapshot")
+            .into_inner()
+            .snapshot
+            .expect("snapshot");
+        cut.push(snapshot);
+    }
+    for snapshot in &cut {
+        let got = controller
+            .get_snapshot(get_snapshot(&snapshot.snapshot_id))
+            .await
+            .expect("get snapshot")
+            .into_inner()
+            .snapshot
+            .expect("snapshot");
+        assert_eq!(&got, snapshot, "same answer as CreateSnapshot's");
+        assert!(got.ready_to_use && got.creation_time.is_some() && got.size_bytes == MIB);
+        assert!(got.group_snapshot_id.is_empty());
+    }
+    assert_eq!(
+        code_of(controller.get_snapshot(get_snapshot("")).await),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        code_of(controller.get_snapshot(get_snapshot("nope")).await),
+        Code::NotFound
+    );
+    controller
+        .delete_snapshot(DeleteSnapshotRequest {
+            snapshot_id: cut[1].snapshot_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("delete");
+    assert_eq!(
+        code_of(
+            controller
+                .get_snapshot(get_snapshot(&cut[1].snapshot_id))
+                .await
+        ),
+        Code::NotFound
+    );
+}
+
+#[tokio::test]
+async fn group_snapshots_are_cut_got_and_deleted_together() {
+    let scratch = Scratch::new();
+    let plugin = Plugin::start(&scratch, &[]).await;
+    let (mut controller, mut groups) = (plugin.controller(), plugin.group_controller());
+    let a = volume_with_data(&mut controller, &scratch, "a", "alpha").await;
+    let b = volume_with_data(&mut controller, &scratch, "b", "beta").await;
+
+    // Required fields, and sources that must exist.
+    for bad in [
+        create_group("", &[&a]),
+        create_group("g", &[]),
+        create_group("g", &[&a, ""]),
+        create_group("g", &[&a, &a]),
+    ] {
+        assert_eq!(
+            code_of(groups.create_volume_group_snapshot(bad.clone()).await),
+            Code::InvalidArgument,
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        code_of(
+            groups
+                .create_volume_group_snapshot(create_group("g", &[&a, "nope"]))
+                .await
+        ),
+        Code::NotFound
+    );
+
+    // One snapshot per source, in the order asked, each naming the group.
+    let group = groups
+        .create_volume_group_snapshot(create_group("g", &[&b, &a]))
+        .await
+        .expect("create group")
+        .into_inner()
+        .group_snapshot
+        .expect("group");
+    assert!(!group.group_snapshot_id.is_empty());
+    assert!(group.ready_to_use && group.creation_time.is_some());
+    let sources: Vec<&str> = group
+        .snapshots
+        .iter()
+        .map(|s| s.source_volume_id.as_str())
+        .collect();
+    assert_eq!(sources, [b.as_str(), a.as_str()]);
+    for snapshot in &group.snapshots {
+        assert_eq!(snapshot.group_snapshot_id, group.group_snapshot_id);
+        assert!(snapshot.ready_to_use && snapshot.creation_time.is_some());
+        assert_eq!(snapshot.size_bytes, MIB);
+    }
+    let member_ids: Vec<String> = group
+        .snapshots
+        .iter()
+        .map(|s| s.snapshot_id.clone())
+        .collect();
+    assert_eq!(
+        fs::read_to_string(scratch.snapshot_dir(&member_ids[0]).join("data.txt")).expect("copy"),
+        "beta"
+    );
+    assert_eq!(
+        fs::read_to_string(scratch.snapshot_dir(&member_ids[1]).join("data.txt")).expect("copy"),
+        "alpha"
+    );
+
+    // Idempotent by name and set of sources; other sources or parameters conflict.
+    let again = groups
+        .create_volume_group_snapshot(create_group("g", &[&a, &b]))
+        .await
+        .expect("create again")
+        .into_inner()
+        .group_snapshot
+        .expect("group");
+    assert_eq!(again, group);
+    assert_eq!(
+        code_of(
+            groups
+                .create_volume_group_snapshot(create_group("g", &[&a]))
+                .await
+        ),
+        Code::AlreadyExists
+    );
+    let mut other_parameters = create_group("g", &[&a, &b]);
+    other_parameters
+        .parameters
+        .insert("colour".into(), "blue".into());
+    assert_eq!(
+        code_of(groups.create_volume_group_snapshot(other_parameters).await),
+        Code::AlreadyExists
+    );
+    // A volume may be in several groups.
+    let second = groups
+        .create_volume_group_snapshot(create_group("g2", &[&a]))
+        .await
+        .expect("another group")
+        .into_inner()
+        .group_snapshot
+        .expect("group");
+    assert_ne!(second.group_snapshot_id, group.group_snapshot_id);
+
+    // Members are snapshots like any other, except that they go with their group.
+    let member = controller
+        .get_snapshot(get_snapshot(&member_ids[1]))
+        .await
+        .expect("get member")
+        .into_inner()
+        .snapshot
+        .expect("snapshot");
+    assert_eq!(member, group.snapshots[1]);
+    let listed = controller
+        .list_snapshots(ListSnapshotsRequest::default())
+        .await
+        .expect("list")
+        .into_inner()
+        .entries;
+    assert_eq!(listed.len(), 3);
+    let delete_member = controller
+        .delete_snapshot(DeleteSnapshotRequest {
+            snapshot_id: member_ids[0].clone(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a member cannot be deleted alone");
+    assert_eq!(delete_member.code(), Code::InvalidArgument);
+    assert!(
+        delete_member.message().contains("part of group snapshot"),
+        "{}",
+        delete_member.message()
+    );
+    let mut restore = create_request("restored", Mode::SingleNodeWriter, 0);
+    restore.volume_content_source = Some(VolumeContentSource {
+        r#type: Some(Type::Snapshot(SnapshotSource {
+            snapshot_id: member_ids[0].clone(),
+        })),
+    });
+    let restored = controller
+        .create_volume(restore)
+        .await
+        .expect("restore from a member")
+        .into_inner()
+        .volume
+        .expect("volume");
+    assert_eq!(
+        fs::read_to_string(scratch.volume_dir(&restored.volume_id).join("data.txt"))
+            .expect("restored"),
+        "beta"
+    );
+
+    // Groups are remembered across a restart.
+    assert!(plugin.stop().await.success());
+    let groups_saved = scratch.saved_state()["group_snapshots"]
+        .as_object()
+        .map(|m| m.len());
+    assert_eq!(groups_saved, Some(2));
+    let plugin = Plugin::start(&scratch, &[]).await;
+    let (mut controller, mut groups) = (plugin.controller(), plugin.group_controller());
+
+    // GetVolumeGroupSnapshot: by id, with or without the right list of snapshots.
+    let id = group.group_snapshot_id.clone();
+    let got = groups
+        .get_volume_group_snapshot(get_group(&id, &[]))
+        .await
+        .expect("get group")
+        .into_inner()
+        .group_snapshot
+        .expect("group");
+    assert_eq!(got, group);
+    let reversed: Vec<String> = member_ids.iter().rev().cloned().collect();
+    groups
+        .get_volume_group_snapshot(get_group(&id, &reversed))
+        .await
+        .expect("the list may come in any order");
+    for wrong in [
+        vec![member_ids[0].clone()],
+        vec![member_ids[0].clone(), "nope".into()],
+        [member_ids.clone(), second_members(&second)].concat(),
+    ] {
+        assert_eq!(
+            code_of(
+                groups
+                    .get_volume_group_snapshot(get_group(&id, &wrong))
+                    .await
+            ),
+            Code::InvalidArgument,
+            "{wrong:?}"
+        );
+        assert_eq!(
+            code_of(
+                groups
+                    .delete_volume_group_snapshot(delete_group(&id, &wrong))
+                    .await
+            ),
+            Code::InvalidArgument,
+            "{wrong:?}"
+        );
+    }
+    assert_eq!(
+        code_of(groups.get_volume_group_snapshot(get_group("", &[])).await),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        code_of(
+            groups
+                .get_volume_group_snapshot(get_group("nope", &[]))
+                .await
+        ),
+        Code::NotFound
+    );
+
+    // DeleteVolumeGroupSnapshot takes the members with it; again, or unknown, is OK.
+    groups
+        .delete_volume_group_snapshot(delete_group(&id, &member_ids))
+        .await
+        .expect("delete group");
+    for member in &member_ids {
+        assert!(!scratch.snapshot_dir(member).exists());
+        assert_eq!(
+            code_of(controller.get_snapshot(get_snapshot(member)).await),
+            Code::NotFound
+        );
+    }
+    assert_eq!(
+        code_of(groups.get_volume_group_snapshot(get_group(&id, &[])).await),
+        Code::NotFound
+    );
+    groups
+        .delete_volume_group_snapshot(delete_group(&id, &member_ids))
+        .await
+        .expect("delete again");
+    groups
+        .delete_volume_group_snapshot(delete_group("nope", &[]))
+        .await
+        .expect("delete unknown");
+    assert_eq!(
+        code_of(
+            groups
+                .delete_volume_group_snapshot(delete_group("", &[]))
+                .await
+        ),
+        Code::InvalidArgument
+    );
+    let listed = controller
+        .list_snapshots(ListSnapshotsRequest::default())
+        .await
+        .expect("list")
+        .into_inner()
+        .entries;
+    assert_eq!(listed.len(), 1, "only the other group's snapshot is left");
+    // With the group gone, its name can be used for other sources.
+    groups
+        .create_volume_group_snapshot(create_group("g", &[&a]))
+        .await
+        .expect("the name is free again");
+}
+
+fn second_members(group: &VolumeGroupSnapshot) -> Vec<String> {
+    group
+        .snapshots
+        .iter()
+        .map(|s| s.snapshot_id.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn create_volume_takes_supported_mutable_parameters() {
+    let scratch = Scratch::new();
+    let plugin = Plugin::start(&scratch, &[]).await;
+    let mut controller = plugin.controller();
+    let with_tier = |name: &str, key: &str, value: &str| {
+        let mut request = create_request(name, Mode::SingleNodeWriter, 0);
+        request.mutable_parameters = [(key.to_string(), value.to_string())].into();
+        request
+    };
+    let volume = controller
+        .create_volume(with_tier("tiered", "tier", "fast"))
+        .await
+        .expect("create with tier=fast")
+        .into_inner()
+        .volume
+        .expect("volume");
+    let saved = scratch.saved_state();
+    assert_eq!(
+        saved["volumes"][&volume.volume_id]["mutable_parameters"]["tier"], "fast",
+        "the volume's first mutable parameters"
+    );
+    // Mutable parameters are not part of the idempotency key.
+    for retry in [
+        with_tier("tiered", "tier", "fast"),
+        with_tier("tiered", "tier", "standard"),
+        create_request("tiered", Mode::SingleNodeWriter, 0),
+    ] {
+        let again = controller
+            .create_volume(retry)
+            .await
+            .expect("retry")
+            .into_inner()
+            .volume
+            .expect("volume");
+        assert_eq!(again, volume);
+    }
+    controller
+        .controller_modify_volume(ControllerModifyVolumeRequest {
+            volume_id: volume.volume_id.clone(),
+            mutable_parameters: [("tier".to_string(), "standard".to_string())].into(),
+            ..Default::default()
+        })
+        .await
+        .expect("modify");
+
+    for (key, value) in [("XXX_FakeKey", "XXX_FakeValue"), ("tier", "gold")] {
+        assert_eq!(
+            code_of(
+                controller
+                    .create_volume(with_tier("refused", key, value))
+                    .await
+            ),
+            Code::InvalidArgument,
+            "{key}={value}"
+        );
+    }
+    let listed = controller
+        .list_volumes(ListVolumesRequest::default())
+        .await
+        .expect("list")
+        .into_inner()
+        .entries;
+    assert_eq!(listed.len(), 1, "refused creates make nothing");
+}
+
+#[tokio::test]
+async fn stats_need_a_path_where_the_volume_is() {
+    let scratch = Scratch::new();
+    let faults = ["--fault=stats-unknown-ok"];
+    let plugin = Plugin::start(&scratch, &faults).await;
+    let mut controller = plugin.controller();
+    let id = controller
+        .create_volume(create_request("unmounted", Mode::SingleNodeWriter, 0))
+        .await
+        .expect("create")
+        .into_inner()
+        .volume
+        .expect("volume")
+        .volume_id;
+    let elsewhere = scratch.co_path("elsewhere");
+    fs::create_dir(&elsewhere).expect("an existing dir that is not the volume's");
+    let stats = |volume_id: &str| NodeGetVolumeStatsRequest {
+        volume_id: volume_id.into(),
+        volume_path: elsewhere.display().to_string(),
+        ..Default::default()
+    };
+    // stats-unknown-ok covers unknown volumes only: a wrong path is still NOT_FOUND.
+    let zeros = plugin
+        .node()
+        .node_get_volume_stats(stats("nope"))
+        .await
+        .expect("stats-unknown-ok answers an unknown volume")
+        .into_inner();
+    assert!(zeros.usage.iter().all(|u| u.total == 0));
+    assert_eq!(
+        code_of(plugin.node().node_get_volume_stats(stats(&id)).await),
+        Code::NotFound
+    );
+    drop(plugin);
+
+    let faulty = Plugin::start(&scratch, &["--fault=stats-ignores-path"]).await;
+    let mut node = faulty.node();
+    let usage = node
+        .node_get_volume_stats(stats(&id))
+        .await
+        .expect("stats-ignores-path answers a wrong path")
+        .into_inner()
+        .usage;
+    assert!(
+        !usage.is_empty() && usage.iter().all(|u| u.total > 0),
+        "{usage:?}"
+    );
+    assert_eq!(
+        code_of(node.node_get_volume_stats(stats("nope")).await),
+        Code::NotFound,
+        "an unknown volume is still NOT_FOUND"
+    );
+}
+
+#[tokio::test]
+async fn snapshot_group_and_mutable_faults_break_their_rules() {
+    let scratch = Scratch::new();
+    let faults = [
+        "get-snapshot-unknown-ok",
+        "get-snapshot-wrong",
+        "group-capabilities-error",
+        "group-snapshot-not-idempotent",
+        "group-delete-unknown-not-found",
+        "group-get-unknown-ok",
+        "create-rejects-mutable",
+    ];
+    let args: Vec<String> = faults.iter().map(|f| format!("--fault={f}")).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plugin = Plugin::start(&scratch, &args).await;
+    let (mut controller, mut groups) = (plugin.controller(), plugin.group_controller());
+
+    let unknown = controller
+        .get_snapshot(get_snapshot("nope"))
+        .await
+        .expect("get-snapshot-unknown-ok")
+        .into_inner()
+        .snapshot
+        .expect("snapshot");
+    assert_eq!(unknown.snapshot_id, "nope");
+    assert!(unknown.source_volume_id.is_empty() && unknown.creation_time.is_none());
+
+    let volume = volume_with_data(&mut controller, &scratch, "v", "data").await;
+    let mut snapshot_ids = Vec::new();
+    for name in ["s1", "s2"] {
+        let id = controller
+            .create_snapshot(CreateSnapshotRequest {
+                name: name.into(),
+                source_volume_id: volume.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("snapshot")
+            .into_inner()
+            .snapshot
+            .expect("snapshot")
+            .snapshot_id;
+        snapshot_ids.push(id);
+    }
+    for asked in &snapshot_ids {
+        let answered = controller
+            .get_snapshot(get_snapshot(asked))
+            .await
+            .expect("get")
+            .into_inner()
+            .snapshot
+            .expect("snapshot")
+            .snapshot_id;
+        assert_ne!(&answered, asked, "get-snapshot-wrong answers another one");
+    }
+
+    assert_eq!(
+        code_of(
+            groups
+                .group_controller_get_capabilities(GroupControllerGetCapabilitiesRequest {})
+                .await
+        ),
+        Code::Internal
+    );
+    let first = groups
+        .create_volume_group_snapshot(create_group("g", &[&volume]))
+        .await
+        .expect("group")
+        .into_inner()
+        .group_snapshot
+        .expect("group");
+    let second = groups
+        .create_volume_group_snapshot(create_group("g", &[&volume]))
+        .await
+        .expect("group again")
+        .into_inner()
+        .group_snapshot
+        .expect("group");
+    assert_ne!(
+        first.group_snapshot_id, second.group_snapshot_id,
+        "group-snapshot-not-idempotent cuts a new group"
+    );
+    assert_eq!(
+        code_of(
+            groups
+                .delete_volume_group_snapshot(delete_group("nope", &[]))
+                .await
+        ),
+        Code::NotFound
+    );
+    let ghost = groups
+        .get_volume_group_snapshot(get_group("nope", &[]))
+        .await
+        .expect("group-get-unknown-ok")
+        .into_inner()
+        .group_snapshot
+        .expect("group");
+    assert_eq!(ghost.group_snapshot_id, "nope");
+    assert!(ghost.snapshots.is_empty());
+
+    let mut tiered = create_request("tiered", Mode::SingleNodeWriter, 0);
+    tiered.mutable_parameters = [("tier".to_string(), "fast".to_string())].into();
+    assert_eq!(
+        code_of(controller.create_volume(tiered).await),
+        Code::InvalidArgument
+    );
+    drop(plugin);
+
+    let other_scratch = Scratch::new();
+    let other = Plugin::start(
+        &other_scratch,
+        &[
+            "--fault=create-accepts-unknown-mutable",
+            "--fault=group-snapshot-accepts-missing-name",
+        ],
+    )
+    .await;
+    let mut controller = other.controller();
+    let mut unknown_key = create_request("odd", Mode::SingleNodeWriter, 0);
+    unknown_key.mutable_parameters = [("XXX_FakeKey".to_string(), "x".to_string())].into();
+    controller
+        .create_volume(unknown_key)
+        .await
+        .expect("create-accepts-unknown-mutable");
+    let volume = volume_with_data(&mut controller, &other_scratch, "v", "data").await;
+    other
+        .group_controller()
+        .create_volume_group_snapshot(create_group("", &[&volume]))
+        .await
+        .expect("group-snapshot-accepts-missing-name");
 }

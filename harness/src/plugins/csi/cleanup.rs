@@ -1,7 +1,7 @@
 //! Undoing what a CSI scenario made: each volume, snapshot, controller publication, stage and
 //! node publish is registered in the scenario's ledger and undone newest first with the CSI
 //! "negation" call (NodeUnpublish before NodeUnstage before ControllerUnpublish before
-//! DeleteVolume). NOT_FOUND counts as clean.
+//! DeleteVolume; a group snapshot before its volumes). NOT_FOUND counts as clean.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +34,10 @@ pub enum Undo {
     DeleteSnapshot {
         snapshot_id: String,
     },
+    DeleteGroupSnapshot {
+        group_snapshot_id: String,
+        snapshot_ids: Vec<String>,
+    },
     ControllerUnpublish {
         volume_id: String,
         node_id: String,
@@ -53,6 +57,9 @@ impl std::fmt::Display for Undo {
         match self {
             Undo::DeleteVolume { volume_id } => write!(f, "volume {volume_id:?}"),
             Undo::DeleteSnapshot { snapshot_id } => write!(f, "snapshot {snapshot_id:?}"),
+            Undo::DeleteGroupSnapshot {
+                group_snapshot_id, ..
+            } => write!(f, "group snapshot {group_snapshot_id:?}"),
             Undo::ControllerUnpublish { volume_id, node_id } => {
                 write!(f, "publication of volume {volume_id:?} to node {node_id:?}")
             }
@@ -101,6 +108,26 @@ impl Pending {
                 call("Controller", "DeleteSnapshot", req, d, |r| async move {
                     cl.delete_snapshot(r).await
                 })
+                .await
+                .0
+            }
+            Undo::DeleteGroupSnapshot {
+                group_snapshot_id,
+                snapshot_ids,
+            } => {
+                let req = pb::DeleteVolumeGroupSnapshotRequest {
+                    group_snapshot_id: group_snapshot_id.clone(),
+                    snapshot_ids: snapshot_ids.clone(),
+                    secrets: c.secrets.clone(),
+                };
+                let mut cl = c.controller.group();
+                call(
+                    "GroupController",
+                    "DeleteVolumeGroupSnapshot",
+                    req,
+                    d,
+                    |r| async move { cl.delete_volume_group_snapshot(r).await },
+                )
                 .await
                 .0
             }

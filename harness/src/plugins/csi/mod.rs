@@ -81,6 +81,11 @@ impl Connection {
     pub fn node(&self) -> pb::node_client::NodeClient<Channel> {
         pb::node_client::NodeClient::new(self.channel())
     }
+
+    /// The GroupController service, served on the controller's socket.
+    pub fn group(&self) -> pb::group_controller_client::GroupControllerClient<Channel> {
+        pb::group_controller_client::GroupControllerClient::new(self.channel())
+    }
 }
 
 /// The canonical name of a gRPC status code, as the CSI spec writes it.

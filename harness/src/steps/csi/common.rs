@@ -321,6 +321,53 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
             )
             .0
         }
+        "GetSnapshot" => {
+            let r = pb::GetSnapshotRequest {
+                snapshot_id: String::new(),
+                secrets,
+            };
+            rpc!(
+                w,
+                controller,
+                controller,
+                "Controller",
+                "GetSnapshot",
+                get_snapshot,
+                r
+            )
+            .0
+        }
+        "CreateVolumeGroupSnapshot" => {
+            let mut r = pb::CreateVolumeGroupSnapshotRequest {
+                name: w.unique_name("group"),
+                source_volume_ids: vec![vol.id.clone()],
+                secrets,
+                parameters: w.config().snapshot_parameters.clone(),
+            };
+            if field == "name" {
+                r.name.clear();
+            } else {
+                r.source_volume_ids.clear();
+            }
+            w.create_group_snapshot(r).await.0
+        }
+        "GetVolumeGroupSnapshot" => {
+            let r = pb::GetVolumeGroupSnapshotRequest {
+                secrets,
+                ..Default::default()
+            };
+            rpc!(
+                w,
+                controller,
+                group,
+                "GroupController",
+                "GetVolumeGroupSnapshot",
+                get_volume_group_snapshot,
+                r
+            )
+            .0
+        }
+        "DeleteVolumeGroupSnapshot" => w.delete_group_snapshot("", Vec::new()).await,
         _ => return Err(w.ctx().harness_error(format!("unknown method {method}"))),
     };
     w.last = vec![rpc];

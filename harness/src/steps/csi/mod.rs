@@ -7,6 +7,7 @@
 mod common;
 mod controller;
 mod expansion;
+mod groups;
 mod identity;
 mod modify;
 mod node;
@@ -49,6 +50,14 @@ pub struct Snap {
     pub source: String,
 }
 
+/// A group snapshot the scenario created.
+#[derive(Clone, Debug)]
+pub struct GroupSnap {
+    pub name: String,
+    pub id: String,
+    pub snapshot_ids: Vec<String>,
+}
+
 /// An allocation that claims a volume on the node.
 #[derive(Clone, Debug)]
 pub struct Alloc {
@@ -62,6 +71,7 @@ pub struct CsiWorld {
     ctx: Option<ScenarioCtx<CsiConfig>>,
     vols: Vec<Vol>,
     snaps: Vec<Snap>,
+    groups: Vec<GroupSnap>,
     allocs: Vec<Alloc>,
     /// Calls of the latest When step.
     last: Vec<Rpc>,
@@ -164,7 +174,7 @@ impl CsiWorld {
 
     /// A name unique to this run and scenario.
     pub fn unique_name(&self, what: &str) -> String {
-        let n = self.vols.len() + self.snaps.len() + self.allocs.len();
+        let n = self.vols.len() + self.snaps.len() + self.groups.len() + self.allocs.len();
         format!("{}-{what}-{n}", self.ctx().token)
     }
 
@@ -313,6 +323,64 @@ impl CsiWorld {
         if rpc.ok() {
             self.mark_undone(&Undo::DeleteSnapshot {
                 snapshot_id: id.to_string(),
+            });
+        }
+        rpc
+    }
+
+    pub async fn create_group_snapshot(
+        &mut self,
+        req: pb::CreateVolumeGroupSnapshotRequest,
+    ) -> (Rpc, Option<pb::VolumeGroupSnapshot>) {
+        let name = req.name.clone();
+        let (rpc, resp) = rpc!(
+            self,
+            controller,
+            group,
+            "GroupController",
+            "CreateVolumeGroupSnapshot",
+            create_volume_group_snapshot,
+            req
+        );
+        let group = resp.and_then(|r| r.group_snapshot);
+        if let Some(g) = &group {
+            let snapshot_ids: Vec<String> =
+                g.snapshots.iter().map(|s| s.snapshot_id.clone()).collect();
+            let undo = Undo::DeleteGroupSnapshot {
+                group_snapshot_id: g.group_snapshot_id.clone(),
+                snapshot_ids: snapshot_ids.clone(),
+            };
+            if !self.undone.contains_key(&undo) {
+                self.track(undo);
+            }
+            self.groups.push(GroupSnap {
+                name,
+                id: g.group_snapshot_id.clone(),
+                snapshot_ids,
+            });
+        }
+        (rpc, group)
+    }
+
+    pub async fn delete_group_snapshot(&mut self, id: &str, snapshot_ids: Vec<String>) -> Rpc {
+        let req = pb::DeleteVolumeGroupSnapshotRequest {
+            group_snapshot_id: id.to_string(),
+            snapshot_ids: snapshot_ids.clone(),
+            secrets: self.secrets(),
+        };
+        let (rpc, _) = rpc!(
+            self,
+            controller,
+            group,
+            "GroupController",
+            "DeleteVolumeGroupSnapshot",
+            delete_volume_group_snapshot,
+            req
+        );
+        if rpc.ok() {
+            self.mark_undone(&Undo::DeleteGroupSnapshot {
+                group_snapshot_id: id.to_string(),
+                snapshot_ids,
             });
         }
         rpc

@@ -481,6 +481,30 @@ async fn stats(w: &mut CsiWorld) -> StepResult {
     Ok(())
 }
 
+#[when("the harness asks for the stats of the volume at a path where it is not published")]
+async fn stats_wrong_path(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    // Another allocation's target for the same volume: Nomad's layout, never published.
+    let other = w.new_alloc_id();
+    let target = w.target_path(&other, &v, false)?;
+    let req = pb::NodeGetVolumeStatsRequest {
+        volume_id: v.id,
+        volume_path: target.display().to_string(),
+        staging_target_path: String::new(),
+    };
+    let (rpc, _) = rpc!(
+        w,
+        node,
+        node,
+        "Node",
+        "NodeGetVolumeStats",
+        node_get_volume_stats,
+        req
+    );
+    w.last = vec![rpc];
+    Ok(())
+}
+
 #[then("the usage has a total and is not negative")]
 async fn usage_ok(w: &mut CsiWorld) -> StepResult {
     let rpc = w.last_call()?;

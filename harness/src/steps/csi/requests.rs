@@ -158,5 +158,11 @@ pub fn known_omission(method: &str, field: &str) -> bool {
             | ("ControllerExpandVolume", "volume ID" | "capacity range")
             | ("NodeExpandVolume", "volume ID" | "volume path")
             | ("ControllerModifyVolume", "volume ID")
+            | ("GetSnapshot", "snapshot ID")
+            | ("CreateVolumeGroupSnapshot", "name" | "source volume IDs")
+            | (
+                "GetVolumeGroupSnapshot" | "DeleteVolumeGroupSnapshot",
+                "group snapshot ID"
+            )
     )
 }

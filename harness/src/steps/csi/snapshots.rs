@@ -349,3 +349,57 @@ async fn lists_bad_token(w: &mut CsiWorld) {
     );
     w.last = vec![rpc];
 }
+
+async fn get_snapshot(w: &mut CsiWorld, id: &str) -> Rpc {
+    let req = pb::GetSnapshotRequest {
+        snapshot_id: id.to_string(),
+        secrets: w.secrets(),
+    };
+    rpc!(
+        w,
+        controller,
+        controller,
+        "Controller",
+        "GetSnapshot",
+        get_snapshot,
+        req
+    )
+    .0
+}
+
+#[when("the harness gets the second snapshot by its ID")]
+async fn gets_second(w: &mut CsiWorld) -> StepResult {
+    let id = w
+        .snaps
+        .get(1)
+        .ok_or_else(|| w.ctx().harness_error("the scenario has no second snapshot"))?
+        .id
+        .clone();
+    let rpc = get_snapshot(w, &id).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the response holds the second snapshot, with the volume as its source and a creation time")]
+async fn holds_second(w: &mut CsiWorld) -> StepResult {
+    let want = w.snaps.get(1).map(|s| s.id.clone()).unwrap_or_default();
+    let rpc = w.last_call()?;
+    let got = snapshot_of(rpc)
+        .map(|s| str_of(s, "snapshot_id"))
+        .unwrap_or_default();
+    if got != want {
+        return Err(w.fail(
+            &format!("GetSnapshot of {want:?} returns that snapshot"),
+            &format!("it returned snapshot_id {got:?}"),
+            &[rpc],
+        ));
+    }
+    snapshot_ok(w).await
+}
+
+#[when("the harness gets a snapshot that does not exist")]
+async fn gets_unknown(w: &mut CsiWorld) {
+    let id = unknown_id(w, "snapshot");
+    let rpc = get_snapshot(w, &id).await;
+    w.last = vec![rpc];
+}

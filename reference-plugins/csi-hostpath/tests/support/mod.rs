@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use nomad_conform_proto::csi::v1::controller_client::ControllerClient;
+use nomad_conform_proto::csi::v1::group_controller_client::GroupControllerClient;
 use nomad_conform_proto::csi::v1::identity_client::IdentityClient;
 use nomad_conform_proto::csi::v1::node_client::NodeClient;
 use nomad_conform_proto::csi::v1::volume_capability::access_mode::Mode;
@@ -72,6 +73,16 @@ impl Scratch {
 
     pub fn volume_dir(&self, volume_id: &str) -> PathBuf {
         self.state_dir().join("volumes").join(volume_id)
+    }
+
+    pub fn snapshot_dir(&self, snapshot_id: &str) -> PathBuf {
+        self.state_dir().join("snapshots").join(snapshot_id)
+    }
+
+    /// The plugin's state.json as JSON.
+    pub fn saved_state(&self) -> serde_json::Value {
+        let text = fs::read_to_string(self.state_dir().join("state.json")).expect("state.json");
+        serde_json::from_str(&text).expect("state.json is JSON")
     }
 
     /// A path for the CO side (staging or target) whose parent exists, as Nomad leaves it.
@@ -184,6 +195,10 @@ impl Plugin {
 
     pub fn controller(&self) -> ControllerClient<Channel> {
         ControllerClient::new(self.channel.clone())
+    }
+
+    pub fn group_controller(&self) -> GroupControllerClient<Channel> {
+        GroupControllerClient::new(self.channel.clone())
     }
 
     pub fn node(&self) -> NodeClient<Channel> {
