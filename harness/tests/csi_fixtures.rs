@@ -87,6 +87,10 @@ macro_rules! fixtures {
 }
 
 fixtures! {
+    block_ignores_readonly => "block-ignores-readonly",
+    block_publish_not_device => "block-publish-not-device",
+    block_stage_wipes => "block-stage-wipes",
+    block_unsupported => "block-unsupported",
     controller_capabilities_error => "controller-capabilities-error",
     controller_unpublish_not_idempotent => "controller-unpublish-not-idempotent",
     create_accepts_missing_name => "create-accepts-missing-name",

@@ -1,11 +1,13 @@
-//! The Controller service: provisioning (directories under `<state-dir>/volumes`),
-//! attachment bookkeeping, snapshots, clones, expansion and modification.
+//! The Controller service: provisioning (directories under `<state-dir>/volumes`, or image
+//! files for block volumes), attachment bookkeeping, snapshots, clones, expansion and
+//! modification.
 //!
 //! Group snapshots are the GroupController service's (`group_controller.rs`); their members
 //! are ordinary snapshots here, except that DeleteSnapshot refuses them.
 //!
 //! Capacity is bookkeeping: a directory has no size, so each volume records the capacity it
-//! was given, and the plugin pretends to have [`TOTAL_CAPACITY_BYTES`] to hand out.
+//! was given, and the plugin pretends to have [`TOTAL_CAPACITY_BYTES`] to hand out. A block
+//! volume's image is exactly that long, but sparse: it takes room only for what is written.
 //!
 //! Calls that change a volume hold that volume's lock (see `locks.rs`); CreateVolume and
 //! CreateSnapshot hold a lock on the requested name, so concurrent calls with one name make
@@ -40,8 +42,8 @@ use uuid::Uuid;
 use crate::faults::{Fault, Faults};
 use crate::locks::LockKey;
 use crate::plugin::Plugin;
-use crate::rpc;
-use crate::state::{ContentSource, ControllerPublication, Snapshot, State, Volume};
+use crate::state::{AccessType, ContentSource, ControllerPublication, Snapshot, State, Volume};
+use crate::{loop_device, rpc, storage};
 
 /// Capacity of a volume created without a capacity_range: 1 GiB.
 pub const DEFAULT_VOLUME_BYTES: i64 = 1 << 30;
@@ -54,6 +56,10 @@ pub const TOTAL_CAPACITY_BYTES: i64 = 100 << 30;
 /// values. Anything else is INVALID_ARGUMENT. (Ordinary `parameters` are opaque: any are
 /// accepted and recorded.)
 pub const MUTABLE_PARAMETERS: &[(&str, &[&str])] = &[("tier", &["standard", "fast"])];
+
+/// Loop devices count 512-byte sectors, so a block volume's capacity is a whole number of
+/// them: otherwise its device would be smaller than the capacity answered.
+pub const SECTOR_BYTES: i64 = 512;
 
 /// How long the create-races fault waits between looking a name up and recording it.
 const RACE_WINDOW: Duration = Duration::from_millis(300);
@@ -84,8 +90,18 @@ impl ControllerService {
             !req.volume_capabilities.is_empty(),
             "volume_capabilities (at least one capability)",
         )?;
-        for capability in &req.volume_capabilities {
-            rpc::parse_capability(capability)?;
+        let capabilities = req
+            .volume_capabilities
+            .iter()
+            .map(rpc::parse_capability)
+            .collect::<Result<Vec<_>, _>>()?;
+        let access_type = rpc::requested_access_type(&capabilities)?;
+        // block-unsupported: a plugin that only does mount volumes.
+        if access_type == AccessType::Block && faults.has(Fault::BlockUnsupported) {
+            return Err(Status::invalid_argument(
+                "block volumes are not supported: use the mount access type \
+                 (block-unsupported fault)",
+            ));
         }
         let (required, limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
         // Mutable parameters follow ControllerModifyVolume's rule and become the volume's
@@ -119,13 +135,20 @@ impl ControllerService {
         if !faults.has(Fault::CreateNotIdempotent)
             && let Some(existing) = plugin.store.read(|s| s.volume_by_name(&name).cloned())
         {
-            self.check_same_request(&existing, required, limit, &parameters, source.as_ref())?;
+            self.check_same_request(
+                &existing,
+                required,
+                limit,
+                &parameters,
+                source.as_ref(),
+                access_type,
+            )?;
             return Ok(self.created(&existing, required));
         }
 
         // Hold the source's lock so it cannot be deleted halfway through the copy.
-        let (_source_lock, source_dir, source_bytes) = match &source {
-            None => (None, None, 0),
+        let (_source_lock, source_path, source_bytes, source_access) = match &source {
+            None => (None, None, 0, access_type),
             Some(ContentSource::Snapshot(id)) => {
                 let lock = plugin.locks.lock(LockKey::Snapshot(id)).await;
                 let snapshot = plugin
@@ -136,8 +159,9 @@ impl ControllerService {
                     })?;
                 (
                     Some(lock),
-                    Some(plugin.storage.snapshot_dir(id)),
+                    Some(plugin.storage.snapshot_path(id, snapshot.access_type)),
                     snapshot.size_bytes,
+                    snapshot.access_type,
                 )
             }
             Some(ContentSource::Volume(id)) => {
@@ -150,12 +174,25 @@ impl ControllerService {
                     })?;
                 (
                     Some(lock),
-                    Some(plugin.storage.volume_dir(id)),
+                    Some(plugin.storage.volume_path(id, volume.access_type)),
                     volume.capacity_bytes,
+                    volume.access_type,
                 )
             }
         };
-        let capacity = choose_capacity(required, limit, source_bytes)?;
+        // A directory cannot become an image or the other way round. The spec's CreateVolume
+        // table: "Source incompatible or not supported", 3 INVALID_ARGUMENT.
+        if source_access != access_type {
+            return Err(Status::invalid_argument(format!(
+                "the content source is a {} volume's data and cannot fill a {} volume",
+                source_access.name(),
+                access_type.name()
+            )));
+        }
+        let mut capacity = choose_capacity(required, limit, source_bytes)?;
+        if access_type == AccessType::Block {
+            capacity = whole_sectors(capacity, required, limit)?;
+        }
         plugin.store.read(|s| admit(s, capacity))?;
 
         // create-empty-id: answer as if a volume had been made, with no id, and keep nothing
@@ -168,6 +205,7 @@ impl ControllerService {
                 parameters,
                 mutable_parameters: sorted(&req.mutable_parameters),
                 content_source: source,
+                access_type,
             };
             return Ok(self.created(&volume, required));
         }
@@ -183,13 +221,14 @@ impl ControllerService {
             parameters,
             mutable_parameters: sorted(&req.mutable_parameters),
             content_source: source,
+            access_type,
         };
-        let dir = plugin.storage.volume_dir(&volume.id);
+        let dir = plugin.storage.volume_path(&volume.id, access_type);
         plugin
             .storage
-            .populate(dir.clone(), source_dir)
+            .make(access_type, dir.clone(), source_path, capacity)
             .await
-            .map_err(|err| rpc::internal("create the volume directory", err))?;
+            .map_err(|err| rpc::internal(&format!("create {}", dir.display()), err))?;
         let saved = plugin.store.update(|s| {
             admit(s, capacity)?;
             s.volumes.insert(volume.id.clone(), volume.clone());
@@ -223,7 +262,17 @@ impl ControllerService {
         limit: i64,
         parameters: &BTreeMap<String, String>,
         source: Option<&ContentSource>,
+        access_type: AccessType,
     ) -> Result<(), Status> {
+        if existing.access_type != access_type {
+            return Err(Status::already_exists(format!(
+                "volume named {:?} already exists (id {}) as a {} volume, not {}",
+                existing.name,
+                existing.id,
+                existing.access_type.name(),
+                access_type.name()
+            )));
+        }
         let capacity = existing.capacity_bytes;
         let fits = (required == 0 || capacity >= required) && (limit == 0 || capacity <= limit);
         if !fits && !self.plugin.faults.has(Fault::CreateIgnoresCapacityConflict) {
@@ -257,16 +306,16 @@ impl ControllerService {
         rpc::require(&plugin.faults, id, "volume_id")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
 
-        let (exists, in_use) = plugin
+        let (volume, in_use) = plugin
             .store
-            .read(|s| (s.volumes.contains_key(id), s.in_use_reason(id)));
-        if !exists {
+            .read(|s| (s.volumes.get(id).cloned(), s.in_use_reason(id)));
+        let Some(volume) = volume else {
             // Deleting what is not there is success: the caller's goal is already reached.
             if plugin.faults.has(Fault::DeleteUnknownNotFound) {
                 return Err(Status::not_found(format!("volume {id:?} does not exist")));
             }
             return Ok(DeleteVolumeResponse {});
-        }
+        };
         if let Some(reason) = in_use
             && !plugin.faults.has(Fault::DeleteInUseOk)
         {
@@ -278,16 +327,39 @@ impl ControllerService {
         if plugin.faults.has(Fault::DeleteKeepsVolume) {
             return Ok(DeleteVolumeResponse {});
         }
+        let path = plugin.storage.volume_path(id, volume.access_type);
+        if volume.access_type == AccessType::Block {
+            self.detach_leftover_devices(&path)?;
+        }
         plugin
             .storage
-            .remove(plugin.storage.volume_dir(id))
+            .remove(path.clone())
             .await
-            .map_err(|err| rpc::internal("remove the volume directory", err))?;
+            .map_err(|err| rpc::internal(&format!("remove {}", path.display()), err))?;
         plugin.store.update(|s| {
             s.volumes.remove(id);
             Ok(())
         })?;
         Ok(DeleteVolumeResponse {})
+    }
+
+    /// Detaches loop devices still attached to a block volume's image that no stage or
+    /// publication records: left by a node call that failed halfway or by a plugin that died
+    /// between attaching and saving. Recorded devices stay (they are only there when the
+    /// delete-in-use-ok fault deletes a volume in use).
+    fn detach_leftover_devices(&self, image: &std::path::Path) -> Result<(), Status> {
+        let recorded = self.plugin.store.read(State::recorded_loop_devices);
+        let attached = loop_device::attached_to(image)
+            .map_err(|err| rpc::internal("list the loop devices", err))?;
+        for device in attached {
+            if recorded.iter().any(|r| std::path::Path::new(r) == device) {
+                continue;
+            }
+            loop_device::detach(&device).map_err(|err| {
+                rpc::internal(&format!("detach the leftover {}", device.display()), err)
+            })?;
+        }
+        Ok(())
     }
 
     async fn handle_publish(
@@ -317,11 +389,17 @@ impl ControllerService {
         }
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
 
-        if !plugin.store.read(|s| s.volumes.contains_key(id)) {
+        let Some(volume) = plugin.store.read(|s| s.volumes.get(id).cloned()) else {
             if faults.has(Fault::PublishUnknownVolumeOk) {
                 return Ok(reply);
             }
             return Err(Status::not_found(format!("volume {id:?} does not exist")));
+        };
+        // A capability of the other access type. The ControllerPublishVolume table has no row
+        // for it, so the general one applies: "Invalid or unsupported field in the request",
+        // 3 INVALID_ARGUMENT.
+        if let Some(message) = rpc::access_type_mismatch(id, volume.access_type, &capability) {
+            return Err(Status::invalid_argument(message));
         }
         if node != plugin.config.node_id && !faults.has(Fault::PublishUnknownNodeOk) {
             return Err(Status::not_found(format!(
@@ -435,8 +513,13 @@ impl ControllerService {
         let mut problems: Vec<String> = req
             .volume_capabilities
             .iter()
-            .filter_map(|c| rpc::parse_capability(c).err())
-            .map(|status| status.message().to_string())
+            .filter_map(|c| match rpc::parse_capability(c) {
+                Err(status) => Some(status.message().to_string()),
+                // A block volume is only ever a device, a mount volume only a directory.
+                Ok(capability) => volume
+                    .as_ref()
+                    .and_then(|v| rpc::access_type_mismatch(id, v.access_type, &capability)),
+            })
             .collect();
         if let Some(volume) = &volume
             && !req.parameters.is_empty()
@@ -493,11 +576,18 @@ impl ControllerService {
     }
 
     fn handle_get_capacity(&self, req: GetCapacityRequest) -> GetCapacityResponse {
-        // Capacity for capabilities this plugin cannot serve is zero.
+        // Capacity for capabilities this plugin cannot serve is zero (block ones too, under
+        // block-unsupported).
+        let block_unsupported = self.plugin.faults.has(Fault::BlockUnsupported);
         let supported = req
             .volume_capabilities
             .iter()
-            .all(|c| rpc::parse_capability(c).is_ok());
+            .all(|c| match rpc::parse_capability(c) {
+                Ok(capability) => {
+                    !(block_unsupported && capability.access_type == AccessType::Block)
+                }
+                Err(_) => false,
+            });
         let available = if supported {
             self.plugin
                 .store
@@ -557,11 +647,20 @@ impl ControllerService {
             created_seconds,
             created_nanos,
             group_snapshot_id: String::new(),
+            access_type: volume.access_type,
         };
-        let dir = plugin.storage.snapshot_dir(&snapshot.id);
+        let dir = plugin
+            .storage
+            .snapshot_path(&snapshot.id, volume.access_type);
+        let source_path = plugin.storage.volume_path(source, volume.access_type);
         plugin
             .storage
-            .populate(dir.clone(), Some(plugin.storage.volume_dir(source)))
+            .make(
+                volume.access_type,
+                dir.clone(),
+                Some(source_path),
+                volume.capacity_bytes,
+            )
             .await
             .map_err(|err| rpc::internal("copy the volume into the snapshot", err))?;
         let saved = plugin.store.update(|s| {
@@ -613,9 +712,9 @@ impl ControllerService {
         }
         plugin
             .storage
-            .remove(plugin.storage.snapshot_dir(id))
+            .remove(plugin.storage.snapshot_path(id, snapshot.access_type))
             .await
-            .map_err(|err| rpc::internal("remove the snapshot directory", err))?;
+            .map_err(|err| rpc::internal("remove the snapshot's copy", err))?;
         plugin.store.update(|s| {
             s.snapshots.remove(id);
             Ok(())
@@ -702,9 +801,11 @@ impl ControllerService {
             required > 0 || limit > 0,
             "capacity_range.required_bytes or capacity_range.limit_bytes",
         )?;
-        if let Some(capability) = &req.volume_capability {
-            rpc::parse_capability(capability)?;
-        }
+        let capability = req
+            .volume_capability
+            .as_ref()
+            .map(rpc::parse_capability)
+            .transpose()?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
 
         let wanted = if required > 0 { required } else { limit };
@@ -717,6 +818,13 @@ impl ControllerService {
             }
             return Err(Status::not_found(format!("volume {id:?} does not exist")));
         };
+        // The spec's ControllerExpandVolume table: "Exceeds capabilities", 3 INVALID_ARGUMENT.
+        if let Some(message) = capability
+            .as_ref()
+            .and_then(|c| rpc::access_type_mismatch(id, volume.access_type, c))
+        {
+            return Err(Status::invalid_argument(message));
+        }
         let current = volume.capacity_bytes;
         // Volumes only grow: a request the volume already satisfies changes nothing.
         // (expand-shrinks follows a smaller request down instead.)
@@ -724,12 +832,23 @@ impl ControllerService {
         let new_capacity = if faults.has(Fault::ExpandIgnoresSize) {
             current
         } else if wanted > current || faults.has(Fault::ExpandShrinks) {
-            wanted
+            match volume.access_type {
+                AccessType::Mount => wanted,
+                AccessType::Block => whole_sectors(wanted, required, limit)?,
+            }
         } else {
             current
         };
         if new_capacity != current {
-            plugin.store.update(|s| {
+            // A block volume's image follows its capacity. It is resized first and put back
+            // if the new capacity cannot be recorded.
+            let image =
+                (volume.access_type == AccessType::Block).then(|| plugin.storage.volume_image(id));
+            let resize = |bytes: i64| match &image {
+                Some(image) => storage::resize_image(image, bytes),
+                None => Ok(()),
+            };
+            let fits = |s: &State| {
                 let others = s.allocated_bytes() - current;
                 if new_capacity > TOTAL_CAPACITY_BYTES - others {
                     return Err(Status::out_of_range(format!(
@@ -738,15 +857,27 @@ impl ControllerService {
                         TOTAL_CAPACITY_BYTES - others
                     )));
                 }
+                Ok(())
+            };
+            plugin.store.read(fits)?;
+            resize(new_capacity).map_err(|err| rpc::internal("resize the volume image", err))?;
+            let saved = plugin.store.update(|s| {
+                fits(s)?;
                 if let Some(v) = s.volumes.get_mut(id) {
                     v.capacity_bytes = new_capacity;
                 }
                 Ok(())
-            })?;
+            });
+            if let Err(status) = saved {
+                let _ = resize(current);
+                return Err(status);
+            }
         }
         // A volume in use on the node gets a NodeExpandVolume too, on every answer, so that a
-        // retried call still tells the CO to do it.
-        let node_expansion_required = plugin.store.read(|s| s.is_used_on_node(id));
+        // retried call still tells the CO to do it. A block volume always does: its loop
+        // devices only see the new size once NodeExpandVolume refreshes them.
+        let node_expansion_required =
+            volume.access_type == AccessType::Block || plugin.store.read(|s| s.is_used_on_node(id));
         Ok(ControllerExpandVolumeResponse {
             capacity_bytes: new_capacity,
             node_expansion_required,
@@ -864,6 +995,27 @@ fn choose_capacity(required: i64, limit: i64, source_bytes: i64) -> Result<i64, 
         )));
     }
     Ok(capacity)
+}
+
+/// A block volume's capacity: `capacity` rounded up to whole sectors, or down if that would
+/// pass `limit` (as long as it still holds `required`). OUT_OF_RANGE if no whole number of
+/// sectors fits the requested range.
+fn whole_sectors(capacity: i64, required: i64, limit: i64) -> Result<i64, Status> {
+    let up = capacity
+        .checked_add(SECTOR_BYTES - 1)
+        .map(|n| n / SECTOR_BYTES * SECTOR_BYTES)
+        .unwrap_or(i64::MAX / SECTOR_BYTES * SECTOR_BYTES);
+    if limit == 0 || up <= limit {
+        return Ok(up);
+    }
+    let down = limit / SECTOR_BYTES * SECTOR_BYTES;
+    if down > 0 && down >= required {
+        return Ok(down);
+    }
+    Err(Status::out_of_range(format!(
+        "a block volume is a whole number of {SECTOR_BYTES}-byte sectors, and none lies \
+         between required_bytes {required} and limit_bytes {limit}"
+    )))
 }
 
 /// RESOURCE_EXHAUSTED unless `capacity` more bytes are still available.
@@ -1181,6 +1333,28 @@ mod tests {
             choose_capacity(TOTAL_CAPACITY_BYTES + 1, 0, 0)
                 .unwrap_err()
                 .code(),
+            tonic::Code::OutOfRange
+        );
+    }
+
+    #[test]
+    fn block_capacity_is_whole_sectors_within_the_range() {
+        assert_eq!(whole_sectors(1024, 1024, 0).expect("exact"), 1024);
+        assert_eq!(whole_sectors(1000, 1000, 0).expect("up"), 1024);
+        assert_eq!(
+            whole_sectors(1000, 1000, 1100).expect("up, under the limit"),
+            1024
+        );
+        assert_eq!(
+            whole_sectors(1030, 1000, 1030).expect("down to the limit"),
+            1024
+        );
+        assert_eq!(
+            whole_sectors(1030, 1030, 1030).unwrap_err().code(),
+            tonic::Code::OutOfRange
+        );
+        assert_eq!(
+            whole_sectors(100, 0, 100).unwrap_err().code(),
             tonic::Code::OutOfRange
         );
     }

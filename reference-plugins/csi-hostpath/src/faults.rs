@@ -80,6 +80,10 @@ pub enum Fault {
     StatsUnknownOk,
     StatsIgnoresPath,
     StatsNegative,
+    BlockUnsupported,
+    BlockPublishNotDevice,
+    BlockStageWipes,
+    BlockIgnoresReadonly,
     ErrorDetails,
     ForgetState,
 }
@@ -155,6 +159,10 @@ impl Fault {
         Fault::StatsUnknownOk,
         Fault::StatsIgnoresPath,
         Fault::StatsNegative,
+        Fault::BlockUnsupported,
+        Fault::BlockPublishNotDevice,
+        Fault::BlockStageWipes,
+        Fault::BlockIgnoresReadonly,
         Fault::ErrorDetails,
         Fault::ForgetState,
     ];
@@ -230,6 +238,10 @@ impl Fault {
             Fault::StatsUnknownOk => "stats-unknown-ok",
             Fault::StatsIgnoresPath => "stats-ignores-path",
             Fault::StatsNegative => "stats-negative",
+            Fault::BlockUnsupported => "block-unsupported",
+            Fault::BlockPublishNotDevice => "block-publish-not-device",
+            Fault::BlockStageWipes => "block-stage-wipes",
+            Fault::BlockIgnoresReadonly => "block-ignores-readonly",
             Fault::ErrorDetails => "error-details",
             Fault::ForgetState => "forget-state",
         }
@@ -444,6 +456,22 @@ impl Fault {
                  published reports the volume's usage instead of NOT_FOUND"
             }
             Fault::StatsNegative => "NodeGetVolumeStats reports -1 available bytes",
+            Fault::BlockUnsupported => {
+                "the plugin does not do block volumes: CreateVolume with a block capability \
+                 fails with INVALID_ARGUMENT (and GetCapacity reports 0 for one)"
+            }
+            Fault::BlockPublishNotDevice => {
+                "NodePublishVolume of a block volume bind-mounts the image file onto the target \
+                 instead of the loop device: the target is a regular file, not a block device"
+            }
+            Fault::BlockStageWipes => {
+                "NodeStageVolume of a block volume recreates the image empty whenever it \
+                 attaches a loop device, so data is gone at the next claim after an unstage"
+            }
+            Fault::BlockIgnoresReadonly => {
+                "a read-only NodePublishVolume of a block volume binds the shared writable loop \
+                 device, so writes through the target succeed"
+            }
             Fault::ErrorDetails => "every error carries non-empty status details",
             Fault::ForgetState => {
                 "state is neither loaded at start nor saved, so a restart forgets every \

@@ -2,7 +2,7 @@
 //! in one call.
 //!
 //! A group is recorded in the state with the ids of its member snapshots; the members are
-//! ordinary snapshots (directories under `<state-dir>/snapshots`) whose `group_snapshot_id`
+//! ordinary snapshots (directories or images under `<state-dir>/snapshots`) whose `group_snapshot_id`
 //! names the group. GetSnapshot and ListSnapshots show them, a volume can be restored from
 //! them, and DeleteSnapshot refuses them: they are deleted with their group.
 //!
@@ -33,7 +33,7 @@ use crate::faults::Fault;
 use crate::locks::LockKey;
 use crate::plugin::Plugin;
 use crate::rpc;
-use crate::state::{GroupSnapshot, Snapshot};
+use crate::state::{AccessType, GroupSnapshot, Snapshot};
 
 pub struct GroupControllerService {
     plugin: Arc<Plugin>,
@@ -109,13 +109,16 @@ impl GroupControllerService {
             .locks
             .lock_all(&req.source_volume_ids, LockKey::Volume)
             .await;
-        let sizes: Vec<i64> = plugin.store.read(|s| {
+        let sources: Vec<(i64, AccessType)> = plugin.store.read(|s| {
             req.source_volume_ids
                 .iter()
                 .map(|id| {
-                    s.volumes.get(id).map(|v| v.capacity_bytes).ok_or_else(|| {
-                        Status::not_found(format!("source volume {id:?} does not exist"))
-                    })
+                    s.volumes
+                        .get(id)
+                        .map(|v| (v.capacity_bytes, v.access_type))
+                        .ok_or_else(|| {
+                            Status::not_found(format!("source volume {id:?} does not exist"))
+                        })
                 })
                 .collect::<Result<_, _>>()
         })?;
@@ -125,8 +128,8 @@ impl GroupControllerService {
         let snapshots: Vec<Snapshot> = req
             .source_volume_ids
             .iter()
-            .zip(sizes)
-            .map(|(volume_id, size_bytes)| Snapshot {
+            .zip(sources)
+            .map(|(volume_id, (size_bytes, access_type))| Snapshot {
                 id: Uuid::new_v4().to_string(),
                 name: format!("{name}/{volume_id}"),
                 source_volume_id: volume_id.clone(),
@@ -134,6 +137,7 @@ impl GroupControllerService {
                 created_seconds,
                 created_nanos,
                 group_snapshot_id: group_id.clone(),
+                access_type,
             })
             .collect();
         let group = GroupSnapshot {
@@ -150,13 +154,14 @@ impl GroupControllerService {
         // without its group.
         let mut made = Vec::new();
         for snapshot in &snapshots {
-            let dir = plugin.storage.snapshot_dir(&snapshot.id);
+            let access = snapshot.access_type;
+            let dir = plugin.storage.snapshot_path(&snapshot.id, access);
+            let source = plugin
+                .storage
+                .volume_path(&snapshot.source_volume_id, access);
             let copied = plugin
                 .storage
-                .populate(
-                    dir.clone(),
-                    Some(plugin.storage.volume_dir(&snapshot.source_volume_id)),
-                )
+                .make(access, dir.clone(), Some(source), snapshot.size_bytes)
                 .await;
             if let Err(err) = copied {
                 self.remove_dirs(made).await;
@@ -257,11 +262,16 @@ impl GroupControllerService {
             .lock_all(&group.snapshot_ids, LockKey::Snapshot)
             .await;
         for snapshot_id in &group.snapshot_ids {
+            let access = plugin.store.read(|s| {
+                s.snapshots
+                    .get(snapshot_id)
+                    .map_or(AccessType::Mount, |snapshot| snapshot.access_type)
+            });
             plugin
                 .storage
-                .remove(plugin.storage.snapshot_dir(snapshot_id))
+                .remove(plugin.storage.snapshot_path(snapshot_id, access))
                 .await
-                .map_err(|err| rpc::internal("remove a member snapshot's directory", err))?;
+                .map_err(|err| rpc::internal("remove a member snapshot's copy", err))?;
         }
         plugin.store.update(|s| {
             for snapshot_id in &group.snapshot_ids {

@@ -1,15 +1,16 @@
 //! csi-hostpath: the reference CSI plugin of nomad-conform.
 //!
 //! A monolith plugin (Identity, Controller, GroupController and Node on one unix socket) whose
-//! volumes are directories on this host. It is meant to be read: each service is one module,
-//! every rule of the CSI spec it follows is implemented in one visible place, and
-//! `--fault NAME` switches break one rule at a time so the conformance suite can prove its
-//! checks fail.
+//! volumes are directories on this host, or for the block access type image files attached to
+//! loop devices. It is meant to be read: each service is one module, every rule of the CSI
+//! spec it follows is implemented in one visible place, and `--fault NAME` switches break one
+//! rule at a time so the conformance suite can prove its checks fail.
 //!
 //! Modules: `identity`, `controller`, `group_controller` and `node` are the four gRPC
 //! services; `state` is the persisted memory (state.json); `storage` the volume and snapshot
-//! directories; `mounts` the bind mounts; `locks` the per-volume serialisation; `rpc` shared
-//! request/answer helpers; `faults` the fault switches; `plugin` what the services share.
+//! directories and images; `mounts` the bind mounts; `loop_device` the loop devices of block
+//! volumes; `locks` the per-volume serialisation; `rpc` shared request/answer helpers;
+//! `faults` the fault switches; `plugin` what the services share.
 //!
 //! This file: the command line, and serving gRPC on the socket until SIGTERM or SIGINT.
 
@@ -18,6 +19,7 @@ mod faults;
 mod group_controller;
 mod identity;
 mod locks;
+mod loop_device;
 mod mounts;
 mod node;
 mod plugin;
@@ -57,7 +59,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// Longest unix socket path the kernel accepts (sun_path is 108 bytes with the final NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
-/// Reference CSI plugin: host directories as volumes, bind-mounted on this node.
+/// Reference CSI plugin: host directories (and image files as block devices) as volumes.
 #[derive(Debug, Parser)]
 #[command(name = "csi-hostpath", version, after_long_help = faults::help_text())]
 struct Cli {

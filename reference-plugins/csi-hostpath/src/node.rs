@@ -1,13 +1,17 @@
 //! The Node service: staging and publishing volumes on this host with bind mounts.
 //!
-//! NodeStageVolume bind-mounts `<state-dir>/volumes/<id>` onto the staging path (once per
-//! volume per node), and NodePublishVolume bind-mounts the staging path onto each workload's
-//! target path, read-only when asked. Every stage and publish is recorded with its arguments,
-//! so a retry is recognised (OK), a conflicting call is refused (ALREADY_EXISTS), and a mount
-//! lost to a reboot is made again when the CO retries.
+//! For mount volumes, NodeStageVolume bind-mounts `<state-dir>/volumes/<id>` onto the staging
+//! path (once per volume per node), and NodePublishVolume bind-mounts the staging path onto
+//! each workload's target path, read-only when asked. Block volumes are staged on a loop
+//! device and published by bind-mounting the device node onto a file; that part is in
+//! `node/block.rs`. Every stage and publish is recorded with its arguments, so a retry is
+//! recognised (OK), a conflicting call is refused (ALREADY_EXISTS), and a mount (or loop
+//! device) lost to a reboot is made again when the CO retries.
 //!
 //! Calls for one volume run one after the other (they hold the volume's lock), as Nomad's own
 //! client does.
+
+mod block;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -33,7 +37,7 @@ use crate::locks::LockKey;
 use crate::mounts;
 use crate::plugin::Plugin;
 use crate::rpc;
-use crate::state::{NodePublication, Staging};
+use crate::state::{AccessType, NodePublication, Staging, Volume};
 
 pub struct NodeService {
     plugin: Arc<Plugin>,
@@ -44,13 +48,12 @@ impl NodeService {
         NodeService { plugin }
     }
 
-    /// NOT_FOUND unless the volume exists; its directory otherwise.
-    fn volume_dir(&self, id: &str) -> Result<PathBuf, Status> {
-        if self.plugin.store.read(|s| s.volumes.contains_key(id)) {
-            Ok(self.plugin.storage.volume_dir(id))
-        } else {
-            Err(Status::not_found(format!("volume {id:?} does not exist")))
-        }
+    /// The volume, or NOT_FOUND.
+    fn volume(&self, id: &str) -> Result<Volume, Status> {
+        self.plugin
+            .store
+            .read(|s| s.volumes.get(id).cloned())
+            .ok_or_else(|| Status::not_found(format!("volume {id:?} does not exist")))
     }
 
     async fn handle_stage(
@@ -69,12 +72,19 @@ impl NodeService {
         let capability =
             rpc::required_capability(faults, &req.volume_capability, "volume_capability")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
-        let volume_dir = self.volume_dir(id)?;
+        let volume = self.volume(id)?;
+        // A capability of the other access type: the spec's NodeStageVolume table, "Exceeds
+        // capabilities" (capabilities not supported by the volume), 9 FAILED_PRECONDITION.
+        if let Some(message) = rpc::access_type_mismatch(id, volume.access_type, &capability) {
+            return Err(Status::failed_precondition(message));
+        }
+        let volume_dir = plugin.storage.volume_dir(id);
 
         let staging = Staging {
             volume_id: id.to_string(),
             staging_target_path: path.to_string(),
             capability,
+            loop_device: None,
         };
         let (at_path, elsewhere) = plugin.store.read(|s| {
             let elsewhere = s
@@ -101,9 +111,13 @@ impl NodeService {
                     "volume {id:?} is already staged at {path:?}"
                 )));
             }
-            // A retry. The mount may have been lost (a reboot): make sure it is there.
-            return ensure_bind(&volume_dir, Path::new(path), &volume_dir, false)
-                .map(|()| NodeStageVolumeResponse {});
+            // A retry. The mount (or loop device) may have been lost (a reboot): make sure it
+            // is there.
+            return match volume.access_type {
+                AccessType::Mount => ensure_bind(&volume_dir, Path::new(path), &volume_dir, false),
+                AccessType::Block => self.stage_block(&volume, existing),
+            }
+            .map(|()| NodeStageVolumeResponse {});
         }
         if let Some(other) = elsewhere
             && !(staging
@@ -122,6 +136,11 @@ impl NodeService {
             )));
         }
 
+        if volume.access_type == AccessType::Block {
+            return self
+                .stage_block(&volume, staging)
+                .map(|()| NodeStageVolumeResponse {});
+        }
         ensure_bind(&volume_dir, Path::new(path), &volume_dir, false)?;
         let saved = plugin.store.update(|s| {
             s.stagings.insert(path.to_string(), staging);
@@ -144,14 +163,22 @@ impl NodeService {
         rpc::require(&plugin.faults, id, "volume_id")?;
         rpc::require(&plugin.faults, path, "staging_target_path")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
-        let volume_dir = self.volume_dir(id)?;
+        let volume = self.volume(id)?;
+        let volume_dir = plugin.storage.volume_dir(id);
 
-        let recorded = plugin
-            .store
-            .read(|s| s.stagings.get(path).is_some_and(|st| st.volume_id == id));
-        let mounted = mounts::is_bind_of(Path::new(path), &volume_dir)
-            .map_err(|err| rpc::internal(&format!("inspect {path:?}"), err))?;
-        if !recorded && !mounted {
+        let recorded = plugin.store.read(|s| {
+            s.stagings
+                .get(path)
+                .filter(|st| st.volume_id == id)
+                .cloned()
+        });
+        let mounted = match volume.access_type {
+            AccessType::Mount => mounts::is_bind_of(Path::new(path), &volume_dir)
+                .map_err(|err| rpc::internal(&format!("inspect {path:?}"), err))?,
+            // Nothing is mounted at a block volume's staging path.
+            AccessType::Block => false,
+        };
+        if recorded.is_none() && !mounted {
             // Not staged there: nothing to undo.
             if plugin.faults.has(Fault::UnstageNotIdempotent) {
                 return Err(Status::internal(format!(
@@ -160,9 +187,17 @@ impl NodeService {
             }
             return Ok(NodeUnstageVolumeResponse {});
         }
-        unmount_volume(Path::new(path), &volume_dir)?;
+        match volume.access_type {
+            AccessType::Mount => unmount_volume(Path::new(path), &volume_dir)?,
+            // The loop device goes once no other stage or publication uses it.
+            AccessType::Block => {
+                if let Some(device) = recorded.as_ref().and_then(|st| st.loop_device.as_deref()) {
+                    self.release_device(&volume, device, Some(path), None)?;
+                }
+            }
+        }
         // The CO made the staging directory and removes it; only the record goes here.
-        if recorded {
+        if recorded.is_some() {
             plugin.store.update(|s| {
                 s.stagings.remove(path);
                 Ok(())
@@ -191,10 +226,16 @@ impl NodeService {
             ));
         }
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
-        let volume_dir = self.volume_dir(id)?;
+        let volume = self.volume(id)?;
+        // A capability of the other access type: the spec's NodePublishVolume table, "Exceeds
+        // capabilities" (capabilities not supported by the volume), 9 FAILED_PRECONDITION.
+        if let Some(message) = rpc::access_type_mismatch(id, volume.access_type, &capability) {
+            return Err(Status::failed_precondition(message));
+        }
+        let volume_dir = plugin.storage.volume_dir(id);
 
         // Publishing binds the staging path; without one (only under the fault above), the
-        // volume directory itself.
+        // volume directory itself. (Block volumes bind a device instead; see node/block.rs.)
         let source = if staging_path.is_empty() {
             volume_dir.clone()
         } else {
@@ -216,6 +257,8 @@ impl NodeService {
             staging_target_path: staging_path.to_string(),
             capability,
             readonly: req.readonly,
+            loop_device: None,
+            owns_loop_device: false,
         };
         // Reader-only access modes are published read-only whatever `readonly` says.
         let read_only = (req.readonly || publication.capability.access_mode.is_reader_only())
@@ -230,7 +273,7 @@ impl NodeService {
             (s.node_publications.get(target).cloned(), elsewhere)
         });
         if let Some(existing) = at_target {
-            if existing != publication {
+            if !existing.same_request(&publication) {
                 return Err(Status::already_exists(format!(
                     "target {target:?} is already published (volume {:?}) with other arguments",
                     existing.volume_id
@@ -242,6 +285,11 @@ impl NodeService {
                 )));
             }
             // A retry. The mount may have been lost (a reboot): make sure it is there.
+            if volume.access_type == AccessType::Block {
+                return self
+                    .publish_block(&volume, existing, read_only, true)
+                    .map(|()| NodePublishVolumeResponse {});
+            }
             return self
                 .mount_target(&source, Path::new(target), &volume_dir, read_only)
                 .map(|()| NodePublishVolumeResponse {});
@@ -272,6 +320,11 @@ impl NodeService {
             }
         }
 
+        if volume.access_type == AccessType::Block {
+            return self
+                .publish_block(&volume, publication, read_only, false)
+                .map(|()| NodePublishVolumeResponse {});
+        }
         self.mount_target(&source, Path::new(target), &volume_dir, read_only)?;
         let saved = plugin.store.update(|s| {
             s.node_publications.insert(target.to_string(), publication);
@@ -312,16 +365,23 @@ impl NodeService {
         rpc::require(faults, id, "volume_id")?;
         rpc::require(faults, target, "target_path")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
-        let volume_dir = self.volume_dir(id)?;
+        let volume = self.volume(id)?;
+        let volume_dir = plugin.storage.volume_dir(id);
 
         let recorded = plugin.store.read(|s| {
             s.node_publications
                 .get(target)
-                .is_some_and(|p| p.volume_id == id)
+                .filter(|p| p.volume_id == id)
+                .cloned()
         });
-        let mounted = mounts::is_bind_of(Path::new(target), &volume_dir)
-            .map_err(|err| rpc::internal(&format!("inspect {target:?}"), err))?;
-        if !recorded && !mounted {
+        let mounted = match volume.access_type {
+            AccessType::Mount => mounts::is_bind_of(Path::new(target), &volume_dir)
+                .map_err(|err| rpc::internal(&format!("inspect {target:?}"), err))?,
+            AccessType::Block => self
+                .bound_at(&volume, Path::new(target), recorded.as_ref())?
+                .is_some(),
+        };
+        if recorded.is_none() && !mounted {
             // Not published there: nothing to undo.
             if faults.has(Fault::NodeUnpublishNotIdempotent) {
                 return Err(Status::internal(format!(
@@ -331,21 +391,29 @@ impl NodeService {
             return Ok(NodeUnpublishVolumeResponse {});
         }
         // node-unpublish-keeps-mount: forget the publication but leave the mount behind.
-        if !faults.has(Fault::NodeUnpublishKeepsMount) {
-            unmount_volume(Path::new(target), &volume_dir)?;
-            // The plugin made the target directory in NodePublishVolume, so it removes it.
-            match std::fs::remove_dir(target) {
-                Ok(()) => {}
-                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                Err(err) => {
-                    return Err(rpc::internal(
-                        &format!("remove the target directory {target:?}"),
-                        err,
-                    ));
+        let keep = faults.has(Fault::NodeUnpublishKeepsMount);
+        match volume.access_type {
+            _ if keep => {}
+            // The device's file, and the devices nothing else needs.
+            AccessType::Block => {
+                self.unpublish_block(&volume, Path::new(target), recorded.as_ref())?;
+            }
+            AccessType::Mount => {
+                unmount_volume(Path::new(target), &volume_dir)?;
+                // The plugin made the target directory in NodePublishVolume, so it removes it.
+                match std::fs::remove_dir(target) {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => {
+                        return Err(rpc::internal(
+                            &format!("remove the target directory {target:?}"),
+                            err,
+                        ));
+                    }
                 }
             }
         }
-        if recorded {
+        if recorded.is_some() {
             plugin.store.update(|s| {
                 s.node_publications.remove(target);
                 Ok(())
@@ -363,10 +431,10 @@ impl NodeService {
         let path = req.volume_path.as_str();
         rpc::require(&plugin.faults, id, "volume_id")?;
         rpc::require(&plugin.faults, path, "volume_path")?;
-        let (exists, known_path) = plugin
+        let (volume, known_path) = plugin
             .store
-            .read(|s| (s.volumes.contains_key(id), s.is_volume_path(id, path)));
-        if !exists {
+            .read(|s| (s.volumes.get(id).cloned(), s.is_volume_path(id, path)));
+        let Some(volume) = volume else {
             // stats-unknown-ok: zeros for a volume that is not there.
             if plugin.faults.has(Fault::StatsUnknownOk) {
                 return Ok(NodeGetVolumeStatsResponse {
@@ -375,19 +443,22 @@ impl NodeService {
                 });
             }
             return Err(Status::not_found(format!("volume {id:?} does not exist")));
-        }
+        };
         // The volume exists but is not staged or published at this path (or the path is
         // gone): the spec's "volume does not exist on the specified path", NOT_FOUND.
         // (stats-ignores-path: report the volume directory's usage instead.)
         let measured = if known_path && Path::new(path).exists() {
             PathBuf::from(path)
         } else if plugin.faults.has(Fault::StatsIgnoresPath) {
-            plugin.storage.volume_dir(id)
+            plugin.storage.volume_path(id, volume.access_type)
         } else {
             return Err(Status::not_found(format!(
                 "volume {id:?} is not staged or published at {path:?}"
             )));
         };
+        if volume.access_type == AccessType::Block {
+            return self.block_stats(&volume, &measured);
+        }
 
         let stats = statvfs(&measured)
             .map_err(|err| rpc::internal(&format!("statvfs {}", measured.display()), err))?;
@@ -434,9 +505,11 @@ impl NodeService {
         rpc::require(&plugin.faults, id, "volume_id")?;
         rpc::require(&plugin.faults, path, "volume_path")?;
         let (required, _limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
-        if let Some(capability) = &req.volume_capability {
-            rpc::parse_capability(capability)?;
-        }
+        let capability = req
+            .volume_capability
+            .as_ref()
+            .map(rpc::parse_capability)
+            .transpose()?;
         let (volume, known_path) = plugin
             .store
             .read(|s| (s.volumes.get(id).cloned(), s.is_volume_path(id, path)));
@@ -449,22 +522,32 @@ impl NodeService {
             }
             return Err(Status::not_found(format!("volume {id:?} does not exist")));
         };
+        // The spec's NodeExpandVolume table: "Exceeds capabilities", 3 INVALID_ARGUMENT.
+        if let Some(message) = capability
+            .as_ref()
+            .and_then(|c| rpc::access_type_mismatch(id, volume.access_type, c))
+        {
+            return Err(Status::invalid_argument(message));
+        }
         if !known_path {
             return Err(Status::not_found(format!(
                 "volume {id:?} is not staged or published at {path:?}"
             )));
         }
-        // A directory has nothing to resize: the node side only confirms the controller's
-        // bookkeeping, and cannot go beyond it.
+        // The node side cannot go beyond what the controller gave the volume. A directory has
+        // nothing to resize, so it only confirms the controller's bookkeeping; a block
+        // volume's loop devices are told that their image grew.
         if required > volume.capacity_bytes {
             return Err(Status::out_of_range(format!(
                 "volume {id:?} has {} bytes; ControllerExpandVolume must grow it to {required} first",
                 volume.capacity_bytes
             )));
         }
-        Ok(NodeExpandVolumeResponse {
-            capacity_bytes: volume.capacity_bytes,
-        })
+        let capacity_bytes = match volume.access_type {
+            AccessType::Mount => volume.capacity_bytes,
+            AccessType::Block => self.expand_block(&volume, Path::new(path))?,
+        };
+        Ok(NodeExpandVolumeResponse { capacity_bytes })
     }
 
     fn node_info(&self) -> NodeGetInfoResponse {
@@ -519,7 +602,8 @@ fn ensure_bind(
     Ok(())
 }
 
-/// Unmounts every mount of `volume_dir` stacked at `target` (normally one).
+/// Unmounts every mount of `volume_dir` (or, for block volumes, of a device node or image)
+/// stacked at `target` (normally one).
 fn unmount_volume(target: &Path, volume_dir: &Path) -> Result<(), Status> {
     let failed = |err: io::Error| rpc::internal(&format!("unmount {}", target.display()), err);
     // Bounded, in case something keeps remounting it.

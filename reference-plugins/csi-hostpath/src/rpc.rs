@@ -5,15 +5,15 @@
 //! Errors follow the CSI error scheme: a gRPC code from the spec's tables and a message a
 //! person can act on ("volume \"x\" does not exist"), with empty status details.
 
-use nomad_conform_proto::csi::v1::volume_capability::AccessType;
 use nomad_conform_proto::csi::v1::volume_capability::access_mode::Mode;
+use nomad_conform_proto::csi::v1::volume_capability::{AccessType as ProtoAccessType, MountVolume};
 use nomad_conform_proto::csi::v1::{CapacityRange, VolumeCapability};
 use prost::Message;
 use tonic::codegen::Bytes;
 use tonic::{Response, Status};
 
 use crate::faults::{Fault, Faults};
-use crate::state::{AccessMode, Capability};
+use crate::state::{AccessMode, AccessType, Capability};
 
 /// Turns a handler's result into the gRPC answer and logs one line about it to stderr.
 ///
@@ -90,19 +90,15 @@ pub fn internal(what: &str, err: impl std::fmt::Display) -> Status {
 
 /// Checks a capability and reduces it to what this plugin supports.
 ///
-/// Volumes here are directories, so only the mount access type is supported, with any
-/// fs_type (there is no file system to make: the directory is bind-mounted as it is).
-/// Mount flags and volume_mount_group are recorded but not applied. Block access is refused
-/// with INVALID_ARGUMENT: there is no block device to hand out.
+/// Both access types are supported. Mount volumes are directories, so any fs_type goes
+/// (there is no file system to make: the directory is bind-mounted as it is); mount flags
+/// and volume_mount_group are recorded but not applied. Block volumes are image files handed
+/// out as loop devices.
 pub fn parse_capability(cap: &VolumeCapability) -> Result<Capability, Status> {
-    let mount = match &cap.access_type {
-        Some(AccessType::Mount(mount)) => mount,
-        Some(AccessType::Block(_)) => {
-            return Err(Status::invalid_argument(
-                "block volumes are not supported: this plugin provides directories, use the \
-                 mount access type",
-            ));
-        }
+    let empty = MountVolume::default();
+    let (access_type, mount) = match &cap.access_type {
+        Some(ProtoAccessType::Mount(mount)) => (AccessType::Mount, mount),
+        Some(ProtoAccessType::Block(_)) => (AccessType::Block, &empty),
         None => {
             return Err(Status::invalid_argument(
                 "volume capability has no access type (block or mount)",
@@ -129,6 +125,7 @@ pub fn parse_capability(cap: &VolumeCapability) -> Result<Capability, Status> {
         }
     };
     Ok(Capability {
+        access_type,
         access_mode,
         fs_type: mount.fs_type.clone(),
         mount_flags: mount.mount_flags.clone(),
@@ -149,12 +146,51 @@ pub fn required_capability(
     match cap {
         Some(cap) => parse_capability(cap),
         None => Ok(Capability {
+            access_type: AccessType::Mount,
             access_mode: AccessMode::SingleNodeWriter,
             fs_type: String::new(),
             mount_flags: Vec::new(),
             volume_mount_group: String::new(),
         }),
     }
+}
+
+/// The access type CreateVolume's capabilities ask for: all block or all mount. One volume
+/// cannot be both, so a mix is INVALID_ARGUMENT (the spec's general "invalid or unsupported
+/// field in the request").
+pub fn requested_access_type(capabilities: &[Capability]) -> Result<AccessType, Status> {
+    let block = capabilities
+        .iter()
+        .any(|c| c.access_type == AccessType::Block);
+    let mount = capabilities
+        .iter()
+        .any(|c| c.access_type == AccessType::Mount);
+    match (block, mount) {
+        (true, true) => Err(Status::invalid_argument(
+            "volume_capabilities mix the block and mount access types; a volume is one or \
+             the other",
+        )),
+        (true, false) => Ok(AccessType::Block),
+        _ => Ok(AccessType::Mount),
+    }
+}
+
+/// Why a capability does not fit a volume, if it is of the other access type: a block
+/// volume is only ever a device, a mount volume only ever a directory. Each caller picks the
+/// code its error table gives "Exceeds capabilities" (the capabilities are not supported by
+/// the volume).
+pub fn access_type_mismatch(
+    volume_id: &str,
+    volume: AccessType,
+    capability: &Capability,
+) -> Option<String> {
+    (capability.access_type != volume).then(|| {
+        format!(
+            "volume {volume_id:?} is a {} volume and cannot be used with the {} access type",
+            volume.name(),
+            capability.access_type.name()
+        )
+    })
 }
 
 /// A checked capacity range: `(required, limit)`, where 0 means "no bound".
@@ -252,9 +288,7 @@ fn decode_token(token: &str) -> Option<Option<String>> {
 
 #[cfg(test)]
 mod tests {
-    use nomad_conform_proto::csi::v1::volume_capability::{
-        AccessMode as ProtoMode, BlockVolume, MountVolume,
-    };
+    use nomad_conform_proto::csi::v1::volume_capability::{AccessMode as ProtoMode, BlockVolume};
 
     use tonic::Code;
 
@@ -297,7 +331,7 @@ mod tests {
     #[test]
     fn capabilities_are_checked() {
         let mount = VolumeCapability {
-            access_type: Some(AccessType::Mount(MountVolume::default())),
+            access_type: Some(ProtoAccessType::Mount(MountVolume::default())),
             access_mode: Some(ProtoMode {
                 mode: Mode::MultiNodeMultiWriter as i32,
             }),
@@ -307,13 +341,29 @@ mod tests {
             AccessMode::MultiNodeMultiWriter
         );
         let block = VolumeCapability {
-            access_type: Some(AccessType::Block(BlockVolume {})),
+            access_type: Some(ProtoAccessType::Block(BlockVolume {})),
             ..mount.clone()
         };
+        let parsed_block = parse_capability(&block).expect("block is supported");
+        assert_eq!(parsed_block.access_type, AccessType::Block);
+        let parsed_mount = parse_capability(&mount).expect("mount");
         assert_eq!(
-            parse_capability(&block).unwrap_err().code(),
+            requested_access_type(&[parsed_block.clone(), parsed_block.clone()])
+                .expect("all block"),
+            AccessType::Block
+        );
+        assert_eq!(
+            requested_access_type(std::slice::from_ref(&parsed_mount)).expect("mount"),
+            AccessType::Mount
+        );
+        assert_eq!(
+            requested_access_type(&[parsed_mount.clone(), parsed_block.clone()])
+                .unwrap_err()
+                .code(),
             Code::InvalidArgument
         );
+        assert!(access_type_mismatch("v", AccessType::Block, &parsed_block).is_none());
+        assert!(access_type_mismatch("v", AccessType::Mount, &parsed_block).is_some());
         let unknown_mode = VolumeCapability {
             access_mode: Some(ProtoMode { mode: 0 }),
             ..mount.clone()

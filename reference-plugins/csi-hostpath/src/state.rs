@@ -40,11 +40,37 @@ pub struct Volume {
     pub id: String,
     /// The CreateVolume name; unique among volumes (the idempotency key).
     pub name: String,
-    /// Bookkeeping only: directories have no size of their own.
+    /// Bookkeeping for a directory, which has no size of its own; for a block volume, also
+    /// the length of its image file.
     pub capacity_bytes: i64,
     pub parameters: BTreeMap<String, String>,
     pub mutable_parameters: BTreeMap<String, String>,
     pub content_source: Option<ContentSource>,
+    /// A directory (mount) or an image file handed out as a loop device (block). Fixed at
+    /// creation. Absent in state saved before block volumes existed: mount.
+    #[serde(default)]
+    pub access_type: AccessType,
+}
+
+/// How a volume is consumed: the CSI access types.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessType {
+    /// A directory, bind-mounted (`volumes/<id>/`).
+    #[default]
+    Mount,
+    /// An image file attached to a loop device, whose node is bind-mounted onto the target
+    /// (`volumes/<id>.img`).
+    Block,
+}
+
+impl AccessType {
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessType::Mount => "mount",
+            AccessType::Block => "block",
+        }
+    }
 }
 
 /// Where a volume's initial contents came from.
@@ -71,6 +97,10 @@ pub struct Snapshot {
     /// member is deleted with its group, never alone.
     #[serde(default)]
     pub group_snapshot_id: String,
+    /// The source volume's access type: a directory copy or an image copy. Only a volume of
+    /// the same access type can be restored from it.
+    #[serde(default)]
+    pub access_type: AccessType,
 }
 
 /// A CreateVolumeGroupSnapshot result: one snapshot per source volume, cut together.
@@ -90,10 +120,13 @@ pub struct GroupSnapshot {
     pub created_nanos: i32,
 }
 
-/// A volume capability, validated and reduced to what this plugin supports (mounted file
-/// systems only; see `rpc::parse_capability`).
+/// A volume capability, validated and reduced to what this plugin supports (see
+/// `rpc::parse_capability`). The mount fields are empty for block.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capability {
+    /// Absent in state saved before block volumes existed: mount.
+    #[serde(default)]
+    pub access_type: AccessType,
     pub access_mode: AccessMode,
     pub fs_type: String,
     pub mount_flags: Vec<String>,
@@ -152,6 +185,11 @@ pub struct Staging {
     pub volume_id: String,
     pub staging_target_path: String,
     pub capability: Capability,
+    /// Block volumes: the loop device (`/dev/loopN`) attached to the image for this stage.
+    /// Several stages of one volume share one device. It outlives the plugin process, which
+    /// is why it is recorded: a restarted plugin finds it here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_device: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,6 +200,27 @@ pub struct NodePublication {
     pub staging_target_path: String,
     pub capability: Capability,
     pub readonly: bool,
+    /// Block volumes: the loop device bind-mounted onto the target (none when the image
+    /// itself is, under the block-publish-not-device fault).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_device: Option<String>,
+    /// Whether `loop_device` was attached for this publication alone (the read-only device
+    /// of a read-only publish), and is detached when it is unpublished. Otherwise it is the
+    /// stage's shared device.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub owns_loop_device: bool,
+}
+
+impl NodePublication {
+    /// Whether two publications were asked for with the same arguments (the devices the
+    /// plugin chose do not count): a retry rather than a conflict.
+    pub fn same_request(&self, other: &NodePublication) -> bool {
+        self.volume_id == other.volume_id
+            && self.target_path == other.target_path
+            && self.staging_target_path == other.staging_target_path
+            && self.capability == other.capability
+            && self.readonly == other.readonly
+    }
 }
 
 impl State {
@@ -228,6 +287,37 @@ impl State {
                 .node_publications
                 .values()
                 .any(|p| p.volume_id == volume_id)
+    }
+
+    /// Whether any stage or publication record other than the stage at `except_staging` and
+    /// the publication at `except_target` names this loop device: then it is still in use.
+    pub fn loop_device_in_use(
+        &self,
+        device: &str,
+        except_staging: Option<&str>,
+        except_target: Option<&str>,
+    ) -> bool {
+        let named = |d: &Option<String>| d.as_deref() == Some(device);
+        self.stagings
+            .iter()
+            .any(|(path, s)| Some(path.as_str()) != except_staging && named(&s.loop_device))
+            || self
+                .node_publications
+                .iter()
+                .any(|(path, p)| Some(path.as_str()) != except_target && named(&p.loop_device))
+    }
+
+    /// Every loop device a record names, for any volume.
+    pub fn recorded_loop_devices(&self) -> Vec<String> {
+        let stages = self.stagings.values().filter_map(|s| s.loop_device.clone());
+        let publications = self
+            .node_publications
+            .values()
+            .filter_map(|p| p.loop_device.clone());
+        let mut devices: Vec<String> = stages.chain(publications).collect();
+        devices.sort();
+        devices.dedup();
+        devices
     }
 
     /// Whether `path` is a staging or publish path of the volume on this node.
@@ -342,6 +432,7 @@ mod tests {
             parameters: BTreeMap::new(),
             mutable_parameters: BTreeMap::new(),
             content_source: None,
+            access_type: AccessType::Mount,
         }
     }
 

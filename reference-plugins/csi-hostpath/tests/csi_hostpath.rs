@@ -210,10 +210,13 @@ async fn create_delete_validate_and_capacity() {
         code_of(controller.create_volume(no_caps).await),
         Code::InvalidArgument
     );
-    let mut block = create_request("block", Mode::SingleNodeWriter, 0);
-    block.volume_capabilities = vec![block_capability(Mode::SingleNodeWriter)];
+    // One volume cannot be both a block device and a directory.
+    let mut mixed = create_request("mixed", Mode::SingleNodeWriter, 0);
+    mixed
+        .volume_capabilities
+        .push(block_capability(Mode::SingleNodeWriter));
     assert_eq!(
-        code_of(controller.create_volume(block).await),
+        code_of(controller.create_volume(mixed).await),
         Code::InvalidArgument
     );
     let mut upside_down = create_request("range", Mode::SingleNodeWriter, 0);

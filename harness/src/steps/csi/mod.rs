@@ -4,6 +4,7 @@
 //! snapshot, a publication, a stage, a publish) register its undo in the scenario's ledger when
 //! they succeed, whether or not the scenario expected them to.
 
+mod block;
 mod common;
 mod controller;
 mod expansion;
@@ -165,6 +166,16 @@ impl CsiWorld {
         self.undone.insert(undo, flag);
     }
 
+    /// Tracks `undo` unless cleanup already has it pending: a repeated publish or stage (an
+    /// idempotency check) needs one undo, but one made again after a step undid it (a second
+    /// claim after a release) needs a new one, newest in the ledger.
+    fn track_unless_pending(&mut self, undo: Undo) {
+        match self.undone.get(&undo) {
+            Some(done) if !done.load(Ordering::SeqCst) => {}
+            _ => self.track(undo),
+        }
+    }
+
     /// A step undid `undo` itself: cleanup must not do it again.
     fn mark_undone(&self, undo: &Undo) {
         if let Some(f) = self.undone.get(undo) {
@@ -221,9 +232,7 @@ impl CsiWorld {
         let undo = Undo::DeleteVolume {
             volume_id: v.volume_id.clone(),
         };
-        if !self.undone.contains_key(&undo) {
-            self.track(undo);
-        }
+        self.track_unless_pending(undo);
         let nomad_id = format!("vol{}", self.vols.len());
         self.vols.push(Vol {
             name: name.to_string(),
@@ -245,8 +254,8 @@ impl CsiWorld {
         }
         if rpc.code == tonic::Code::InvalidArgument && mode != Mode::SingleNodeWriter {
             return Err(self.ctx().skip(format!(
-                "the plugin does not support the {} access mode ({})",
-                mode.spec_name(),
+                "the plugin does not support {} ({})",
+                mode.describe(),
                 rpc.outcome()
             )));
         }
@@ -294,9 +303,7 @@ impl CsiWorld {
             let undo = Undo::DeleteSnapshot {
                 snapshot_id: s.snapshot_id.clone(),
             };
-            if !self.undone.contains_key(&undo) {
-                self.track(undo);
-            }
+            self.track_unless_pending(undo);
             self.snaps.push(Snap {
                 name,
                 id: s.snapshot_id,
@@ -350,9 +357,7 @@ impl CsiWorld {
                 group_snapshot_id: g.group_snapshot_id.clone(),
                 snapshot_ids: snapshot_ids.clone(),
             };
-            if !self.undone.contains_key(&undo) {
-                self.track(undo);
-            }
+            self.track_unless_pending(undo);
             self.groups.push(GroupSnap {
                 name,
                 id: g.group_snapshot_id.clone(),
@@ -405,9 +410,7 @@ impl CsiWorld {
                 volume_id: vol,
                 node_id: node,
             };
-            if !self.undone.contains_key(&undo) {
-                self.track(undo);
-            }
+            self.track_unless_pending(undo);
         }
         (rpc, resp)
     }
@@ -446,8 +449,8 @@ impl CsiWorld {
             node_stage_volume,
             req
         );
-        if rpc.ok() && !self.undone.contains_key(&undo) {
-            self.track(undo);
+        if rpc.ok() {
+            self.track_unless_pending(undo);
         }
         rpc
     }
@@ -486,8 +489,8 @@ impl CsiWorld {
             node_publish_volume,
             req
         );
-        if rpc.ok() && !self.undone.contains_key(&undo) {
-            self.track(undo);
+        if rpc.ok() {
+            self.track_unless_pending(undo);
         }
         rpc
     }

@@ -15,13 +15,23 @@ use crate::plugins::csi::{Rpc, call, pb};
 /// controller publishes), NodeStageVolume (when the node stages and the staging directory is not
 /// yet a mount), NodePublishVolume at the allocation's target. With `retry`, every call is made
 /// a second time with the same request, as Nomad does when it retries after a lost answer.
+/// With `readonly`, a read claim: both publishes say readonly and the paths' usage is `ro-`.
 /// Returns the calls made.
 async fn claim_with(w: &mut CsiWorld, i: usize, retry: bool) -> Result<Vec<Rpc>, String> {
+    claim_as(w, i, retry, false).await
+}
+
+pub(super) async fn claim_as(
+    w: &mut CsiWorld,
+    i: usize,
+    retry: bool,
+    readonly: bool,
+) -> Result<Vec<Rpc>, String> {
     let tries = if retry { 2 } else { 1 };
     let v = w.vol(i)?.clone();
     let mut calls = Vec::new();
     if w.controller_publishes() && !w.controller_published.contains(&v.id) {
-        let req = requests::controller_publish(w, &v, false);
+        let req = requests::controller_publish(w, &v, readonly);
         for _ in 0..tries {
             let (rpc, resp) = w.controller_publish(req.clone()).await;
             let ok = rpc.ok();
@@ -34,7 +44,7 @@ async fn claim_with(w: &mut CsiWorld, i: usize, retry: bool) -> Result<Vec<Rpc>,
         w.controller_published.insert(v.id.clone());
     }
     let staging = if w.stages() {
-        let staging = w.staging_path(&v, false)?;
+        let staging = w.staging_path(&v, readonly)?;
         if !is_mounted(&staging) {
             let req = requests::node_stage(
                 w,
@@ -57,13 +67,13 @@ async fn claim_with(w: &mut CsiWorld, i: usize, retry: bool) -> Result<Vec<Rpc>,
         String::new()
     };
     let id = w.new_alloc_id();
-    let target = w.target_path(&id, &v, false)?;
+    let target = w.target_path(&id, &v, readonly)?;
     let req = requests::node_publish(
         w,
         &v,
         &staging,
         &target.display().to_string(),
-        false,
+        readonly,
         super::node::context(w),
     );
     let mut ok = true;
@@ -81,7 +91,7 @@ async fn claim_with(w: &mut CsiWorld, i: usize, retry: bool) -> Result<Vec<Rpc>,
             Alloc {
                 id,
                 target,
-                readonly: false,
+                readonly,
             },
             false,
         ));
@@ -111,14 +121,14 @@ async fn release(w: &mut CsiWorld, c: usize) -> Result<Vec<Rpc>, String> {
     if !done {
         return Ok(calls);
     }
-    let _ = std::fs::remove_dir(&alloc.target);
+    remove_target(&alloc.target);
     w.claims[c].2 = true;
     let others = w.claims.iter().any(|(j, _, released)| *j == i && !released);
     if others {
         return Ok(calls);
     }
     if w.stages() {
-        let staging = w.staging_path(&v, false)?;
+        let staging = w.staging_path(&v, alloc.readonly)?;
         let rpc = w
             .node_unstage(pb::NodeUnstageVolumeRequest {
                 volume_id: v.id.clone(),
@@ -145,6 +155,23 @@ async fn release(w: &mut CsiWorld, c: usize) -> Result<Vec<Rpc>, String> {
         calls.push(rpc);
     }
     Ok(calls)
+}
+
+/// Nomad removes the allocation's target once NodeUnpublishVolume succeeded: a directory, or
+/// for a block volume the file the plugin made. Nothing still mounted is touched.
+fn remove_target(target: &std::path::Path) {
+    if is_mounted(target) {
+        return;
+    }
+    match target.symlink_metadata() {
+        Ok(m) if m.is_dir() => {
+            let _ = std::fs::remove_dir(target);
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_file(target);
+        }
+        Err(_) => {}
+    }
 }
 
 async fn claim(w: &mut CsiWorld, i: usize) -> Result<Vec<Rpc>, String> {

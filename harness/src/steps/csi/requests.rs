@@ -4,45 +4,64 @@ use super::{CsiWorld, Vol};
 use crate::plugins::csi::pb;
 use pb::volume_capability::access_mode::Mode as PbMode;
 
-/// The access modes the suite uses.
+/// How the suite's volumes are attached and accessed: Nomad's `attachment_mode` and
+/// `access_mode`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
     #[default]
     SingleNodeWriter,
     MultiNodeMultiWriter,
+    /// `attachment_mode = "block-device"`, single-node-writer.
+    BlockSingleNodeWriter,
 }
 
 impl Mode {
     fn pb(self) -> PbMode {
         match self {
-            Mode::SingleNodeWriter => PbMode::SingleNodeWriter,
+            Mode::SingleNodeWriter | Mode::BlockSingleNodeWriter => PbMode::SingleNodeWriter,
             Mode::MultiNodeMultiWriter => PbMode::MultiNodeMultiWriter,
         }
     }
 
-    pub fn spec_name(self) -> &'static str {
-        self.pb().as_str_name()
+    pub fn is_block(self) -> bool {
+        self == Mode::BlockSingleNodeWriter
+    }
+
+    /// What a plugin that refuses this mode does not support, for skip reasons.
+    pub fn describe(self) -> String {
+        if self.is_block() {
+            format!(
+                "block volumes ({} with a block access type)",
+                self.pb().as_str_name()
+            )
+        } else {
+            format!("the {} access mode", self.pb().as_str_name())
+        }
     }
 
     /// Nomad's `<usage>` path element: `rw-file-system-single-node-writer`.
     pub fn usage(self, readonly: bool) -> String {
-        let access = match self {
-            Mode::SingleNodeWriter => "single-node-writer",
-            Mode::MultiNodeMultiWriter => "multi-node-multi-writer",
+        let (attachment, access) = match self {
+            Mode::SingleNodeWriter => ("file-system", "single-node-writer"),
+            Mode::MultiNodeMultiWriter => ("file-system", "multi-node-multi-writer"),
+            Mode::BlockSingleNodeWriter => ("block-device", "single-node-writer"),
         };
         format!(
-            "{}-file-system-{access}",
+            "{}-{attachment}-{access}",
             if readonly { "ro" } else { "rw" }
         )
     }
 
-    /// A mount capability with this access mode, as Nomad sends for `attachment_mode =
-    /// "file-system"` (no fs_type, no flags).
+    /// The capability Nomad sends: a mount with no fs_type and no flags for
+    /// `attachment_mode = "file-system"`, an empty block for `"block-device"`.
     pub fn capability(self) -> pb::VolumeCapability {
+        let access_type = if self.is_block() {
+            pb::volume_capability::AccessType::Block(pb::volume_capability::BlockVolume::default())
+        } else {
+            pb::volume_capability::AccessType::Mount(pb::volume_capability::MountVolume::default())
+        };
         pb::VolumeCapability {
-            access_type: Some(pb::volume_capability::AccessType::Mount(
-                pb::volume_capability::MountVolume::default(),
-            )),
+            access_type: Some(access_type),
             access_mode: Some(pb::volume_capability::AccessMode {
                 mode: self.pb() as i32,
             }),

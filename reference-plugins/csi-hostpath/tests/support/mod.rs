@@ -1,5 +1,6 @@
-//! Test support: a scratch directory that unmounts whatever is left under it, the plugin as a
-//! real child process on a unix socket, and short builders for CSI requests.
+//! Test support: a scratch directory that unmounts whatever is left under it (and detaches
+//! loop devices attached to files in it), the plugin as a real child process on a unix
+//! socket, and short builders for CSI requests.
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
@@ -79,6 +80,13 @@ impl Scratch {
         self.state_dir().join("snapshots").join(snapshot_id)
     }
 
+    /// A block volume's image file.
+    pub fn volume_image(&self, volume_id: &str) -> PathBuf {
+        self.state_dir()
+            .join("volumes")
+            .join(format!("{volume_id}.img"))
+    }
+
     /// The plugin's state.json as JSON.
     pub fn saved_state(&self) -> serde_json::Value {
         let text = fs::read_to_string(self.state_dir().join("state.json")).expect("state.json");
@@ -98,7 +106,7 @@ impl Drop for Scratch {
         for _ in 0..8 {
             let mut leftover = mounts_under(self.path());
             if leftover.is_empty() {
-                return;
+                break;
             }
             leftover.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
             for mount in leftover {
@@ -107,7 +115,79 @@ impl Drop for Scratch {
                 }
             }
         }
+        for (device, _) in loops_backed_under(self.path()) {
+            if let Err(err) = detach_loop(&device) {
+                eprintln!("cleanup: failed to detach {}: {err}", device.display());
+            }
+        }
     }
+}
+
+/// Every loop device attached to a file under `dir`, with that file, as
+/// /sys/block/loop*/loop/backing_file says.
+pub fn loops_backed_under(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir("/sys/block") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(entry.path().join("loop/backing_file")) else {
+            continue; // Not attached.
+        };
+        let backing = PathBuf::from(text.trim_end_matches('\n'));
+        if backing.starts_with(dir) {
+            found.push((Path::new("/dev").join(name), backing));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// [`loops_backed_under`], waiting up to 2 s for it to become empty: a detach finishes when
+/// the last opener (say, a udev probe) closes the device.
+pub fn wait_for_no_loops_under(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let found = loops_backed_under(dir);
+        if found.is_empty() || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+nix::ioctl_none_bad!(loop_clr_fd, 0x4C01);
+
+fn detach_loop(device: &Path) -> std::io::Result<()> {
+    let file = fs::File::open(device)?;
+    // SAFETY: the descriptor is open for the whole call; LOOP_CLR_FD takes no argument.
+    unsafe { loop_clr_fd(std::os::fd::AsRawFd::as_raw_fd(&file)) }?;
+    Ok(())
+}
+
+/// The loop device whose node `path` is (a published block volume's target), if it is one.
+pub fn loop_device_of(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = fs::metadata(path).ok()?;
+    if !meta.file_type().is_block_device() {
+        return None;
+    }
+    let rdev = meta.rdev();
+    let (major, minor) = (nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev));
+    let link = fs::read_link(format!("/sys/dev/block/{major}:{minor}")).ok()?;
+    Some(Path::new("/dev").join(link.file_name()?))
+}
+
+/// The size of the block device or file at `path`, by seeking to its end.
+pub fn size_of(path: &Path) -> u64 {
+    use std::io::{Seek, SeekFrom};
+    fs::File::open(path)
+        .and_then(|mut f| f.seek(SeekFrom::End(0)))
+        .unwrap_or_else(|err| panic!("size of {}: {err}", path.display()))
 }
 
 /// One line of /proc/self/mountinfo that matters here.
@@ -303,6 +383,14 @@ pub fn create_request(name: &str, mode: Mode, required_bytes: i64) -> CreateVolu
     }
 }
 
+/// A CreateVolume request for a block volume.
+pub fn create_block_request(name: &str, mode: Mode, required_bytes: i64) -> CreateVolumeRequest {
+    CreateVolumeRequest {
+        volume_capabilities: vec![block_capability(mode)],
+        ..create_request(name, mode, required_bytes)
+    }
+}
+
 pub fn controller_publish(
     volume_id: &str,
     mode: Mode,
@@ -314,6 +402,37 @@ pub fn controller_publish(
         volume_capability: Some(mount_capability(mode)),
         readonly,
         ..Default::default()
+    }
+}
+
+pub fn controller_publish_block(
+    volume_id: &str,
+    mode: Mode,
+    readonly: bool,
+) -> ControllerPublishVolumeRequest {
+    ControllerPublishVolumeRequest {
+        volume_capability: Some(block_capability(mode)),
+        ..controller_publish(volume_id, mode, readonly)
+    }
+}
+
+pub fn stage_block_request(volume_id: &str, staging: &Path, mode: Mode) -> NodeStageVolumeRequest {
+    NodeStageVolumeRequest {
+        volume_capability: Some(block_capability(mode)),
+        ..stage_request(volume_id, staging, mode)
+    }
+}
+
+pub fn publish_block_request(
+    volume_id: &str,
+    staging: &Path,
+    target: &Path,
+    mode: Mode,
+    readonly: bool,
+) -> NodePublishVolumeRequest {
+    NodePublishVolumeRequest {
+        volume_capability: Some(block_capability(mode)),
+        ..publish_request(volume_id, staging, target, mode, readonly)
     }
 }
 

@@ -1,0 +1,50 @@
+@csi @requires-CREATE_DELETE_VOLUME
+Feature: block devices
+  Nomad's `attachment_mode = "block-device"` sends a block access type: the allocation's target
+  is a device node the plugin creates, not a directory. A plugin that refuses block volumes at
+  CreateVolume (INVALID_ARGUMENT) skips these clauses; one that accepts them must make them work.
+
+  @CSI-BLOCK-CLAIM @must
+  Scenario: the claim of a block volume gives the allocation a block device
+    Nomad claims the volume as for a file-system volume, with the usage
+    rw-block-device-single-node-writer in its paths; the target must be a block device as large
+    as the volume, and what is written through it must read back.
+
+    Given the plugin has created a block volume
+    When Nomad claims the volume for an allocation
+    Then every call of the claim succeeds
+    And the allocation's target path is a block device of the volume's size
+    And data written through the allocation's device reads back
+
+  @CSI-BLOCK-KEEPS-DATA @must
+  Scenario: a block volume keeps its data from one claim to the next
+    After the allocation stops (unpublish, unstage, controller unpublish) a new allocation that
+    claims the volume sees what the first wrote.
+
+    Given the plugin has created a block volume
+    And Nomad has claimed the volume for an allocation
+    And the allocation has written data through its device
+    When Nomad releases the volume for the allocation
+    And Nomad claims the volume for a new allocation
+    Then every call of the claim succeeds
+    And the new allocation's device holds the data the first wrote
+
+  @CSI-BLOCK-READONLY @must
+  Scenario: a read-only claim of a block volume cannot write
+    A read claim publishes with readonly = true (usage ro-block-device-...): the device the
+    allocation gets must refuse writes. A read-only bind mount alone does not stop writes to a
+    device node.
+
+    Given the plugin has created a block volume
+    When Nomad claims the volume read-only for an allocation
+    Then every call of the claim succeeds
+    And writing through the allocation's device fails
+
+  @CSI-BLOCK-RELEASE @must
+  Scenario: the release of a block volume leaves nothing behind
+    Given the plugin has created a block volume
+    And Nomad has claimed the volume for an allocation
+    When Nomad releases the volume for the allocation
+    Then every call of the release succeeds
+    And nothing stays mounted under the staging and allocation directories
+    And the volume can be deleted
