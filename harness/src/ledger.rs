@@ -142,8 +142,9 @@ fn blocking(
     })
 }
 
-/// Unmount everything under `dir` (deepest first), then remove it. Removal never follows
-/// symlinks and is refused if a mount could not be detached.
+/// Unmount everything under `dir` (deepest first), detach loop devices attached to files in it,
+/// then remove it. Removal never follows symlinks and is refused if a mount could not be
+/// detached.
 pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
     let mut outcome = TeardownOutcome::default();
     let mounts = mounts_under(dir);
@@ -161,6 +162,16 @@ pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
     }
     if !mounts_under(dir).is_empty() {
         return outcome;
+    }
+    // Loop devices on images in the directory (a plugin's state kept there) would pin the
+    // images' space after removal; the directory is the harness's, so they go with it.
+    for attached in crate::loop_devices::attached_under(dir) {
+        outcome
+            .leaked
+            .push(match crate::loop_devices::detach(&attached.device) {
+                Ok(()) => format!("{attached} was still attached (the harness detached it)"),
+                Err(e) => format!("{attached} is still attached (detaching failed: {e})"),
+            });
     }
     match std::fs::remove_dir_all(dir) {
         Ok(()) => {}
@@ -388,5 +399,52 @@ mod tests {
         assert!(out.leaked[0].contains("still mounted"), "{:?}", out.leaked);
         assert!(!dir.exists(), "the directory is removed once unmounted");
         assert!(mounts_under(scratch.path()).is_empty());
+    }
+
+    #[test]
+    fn scratch_removal_detaches_loop_devices_on_its_images() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: loop devices need root");
+            assert!(std::env::var_os("CI").is_none(), "CI must run this as root");
+            return;
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("s");
+        std::fs::create_dir_all(&dir).unwrap();
+        let image = dir.join("vol.img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
+        let out = std::process::Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&image)
+            .output()
+            .expect("losetup (util-linux) runs");
+        assert!(out.status.success(), "{out:?}");
+        let device = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        let seen = crate::loop_devices::loop_behind(&device).expect("a loop device");
+        assert_eq!(seen.backing, image);
+        assert_eq!(
+            crate::loop_devices::attached_under(&dir),
+            vec![seen.clone()]
+        );
+
+        let out = remove_scratch(&dir);
+        assert_eq!(out.leaked.len(), 1, "{:?}", out.leaked);
+        assert!(
+            out.leaked[0].contains("harness detached it"),
+            "{:?}",
+            out.leaked
+        );
+        assert!(!dir.exists());
+        // The kernel finishes a detach when the last opener (udev, say) closes the device.
+        for _ in 0..100 {
+            if !crate::loop_devices::still_attached(&seen) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("{seen} is still attached after the scratch directory was removed");
     }
 }

@@ -13,6 +13,7 @@ pub mod error;
 pub mod goversion;
 pub mod kinds;
 pub mod ledger;
+pub mod loop_devices;
 pub mod plugins;
 pub mod process;
 pub mod profile;

@@ -88,6 +88,7 @@ macro_rules! fixtures {
 
 fixtures! {
     block_ignores_readonly => "block-ignores-readonly",
+    block_keeps_device => "block-keeps-device",
     block_publish_not_device => "block-publish-not-device",
     block_stage_wipes => "block-stage-wipes",
     block_unsupported => "block-unsupported",

@@ -42,9 +42,14 @@ Feature: block devices
 
   @CSI-BLOCK-RELEASE @must
   Scenario: the release of a block volume leaves nothing behind
+    Once the allocation is gone and the volume unstaged, nothing stays bound under Nomad's
+    directories and, when the device was a loop device, it is detached: an attached loop device
+    keeps its image's space and its number until reboot, and nothing in Nomad notices.
+
     Given the plugin has created a block volume
     And Nomad has claimed the volume for an allocation
     When Nomad releases the volume for the allocation
     Then every call of the release succeeds
     And nothing stays mounted under the staging and allocation directories
+    And no loop device behind the allocation's device is still attached
     And the volume can be deleted

@@ -84,6 +84,7 @@ pub enum Fault {
     BlockPublishNotDevice,
     BlockStageWipes,
     BlockIgnoresReadonly,
+    BlockKeepsDevice,
     ErrorDetails,
     ForgetState,
 }
@@ -163,6 +164,7 @@ impl Fault {
         Fault::BlockPublishNotDevice,
         Fault::BlockStageWipes,
         Fault::BlockIgnoresReadonly,
+        Fault::BlockKeepsDevice,
         Fault::ErrorDetails,
         Fault::ForgetState,
     ];
@@ -242,6 +244,7 @@ impl Fault {
             Fault::BlockPublishNotDevice => "block-publish-not-device",
             Fault::BlockStageWipes => "block-stage-wipes",
             Fault::BlockIgnoresReadonly => "block-ignores-readonly",
+            Fault::BlockKeepsDevice => "block-keeps-device",
             Fault::ErrorDetails => "error-details",
             Fault::ForgetState => "forget-state",
         }
@@ -471,6 +474,10 @@ impl Fault {
             Fault::BlockIgnoresReadonly => {
                 "a read-only NodePublishVolume of a block volume binds the shared writable loop \
                  device, so writes through the target succeed"
+            }
+            Fault::BlockKeepsDevice => {
+                "NodeUnpublishVolume and NodeUnstageVolume of a block volume unbind the target but \
+                 never detach the loop devices: they stay attached after the release"
             }
             Fault::ErrorDetails => "every error carries non-empty status details",
             Fault::ForgetState => {

@@ -189,3 +189,23 @@ async fn write_refused(w: &mut CsiWorld) -> StepResult {
         )),
     }
 }
+
+#[then("no loop device behind the allocation's device is still attached")]
+async fn loops_detached(w: &mut CsiWorld) -> StepResult {
+    let left: Vec<String> = w
+        .loops_seen
+        .iter()
+        .filter(|seen| crate::loop_devices::still_attached(seen))
+        .map(|seen| seen.to_string())
+        .collect();
+    if left.is_empty() {
+        return Ok(());
+    }
+    let calls: Vec<Rpc> = w.last.clone();
+    let refs: Vec<&Rpc> = calls.iter().collect();
+    Err(w.fail(
+        "after the release (NodeUnstageVolume done) the loop devices the claim used are detached",
+        &format!("still attached: {}", left.join(", ")),
+        &refs,
+    ))
+}

@@ -93,6 +93,8 @@ pub struct CsiWorld {
     claims: Vec<(usize, Alloc, bool)>,
     /// Volumes ControllerPublishVolume has published to the node (by volume ID).
     controller_published: std::collections::HashSet<String>,
+    /// Loop devices found behind block volumes' targets when they were published.
+    loops_seen: Vec<crate::loop_devices::Attached>,
     undo_ctx: Option<Arc<UndoContext>>,
 }
 

@@ -86,6 +86,10 @@ pub(super) async fn claim_as(
         }
     }
     if ok {
+        if v.mode.is_block() {
+            w.loops_seen
+                .extend(crate::loop_devices::loop_behind(&target));
+        }
         w.claims.push((
             i,
             Alloc {

@@ -329,9 +329,11 @@ impl NodeService {
         except_target: Option<&str>,
     ) -> Result<(), Status> {
         let plugin = &*self.plugin;
-        if plugin
-            .store
-            .read(|s| s.loop_device_in_use(device, except_staging, except_target))
+        // block-keeps-device: never detach.
+        if plugin.faults.has(Fault::BlockKeepsDevice)
+            || plugin
+                .store
+                .read(|s| s.loop_device_in_use(device, except_staging, except_target))
         {
             return Ok(());
         }
