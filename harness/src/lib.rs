@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod error;
+pub mod escapees;
 pub mod goversion;
 pub mod kinds;
 pub mod ledger;

@@ -5,9 +5,8 @@
 //! stdout and stderr are drained concurrently into bounded captures that keep the head and the
 //! tail. After the plugin exits we watch for descendants that keep its stdout or stderr open:
 //! with real Nomad such a descendant blocks the call past its deadline, because the agent reads
-//! both pipes to EOF.
-//!
-//! Limitation: a descendant that leaves the process group (setsid) is not tracked.
+//! both pipes to EOF. A descendant that left the group with setsid(2) is found through the
+//! harness being a child subreaper (see [`crate::escapees`]), reported and killed too.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
@@ -244,6 +243,7 @@ impl Drop for GroupGuard {
 
 /// Run `spec` to completion (or to its deadline) and report everything observed.
 pub async fn run(spec: &ExecSpec) -> ExecOutput {
+    crate::escapees::become_subreaper();
     let started = Instant::now();
     let mut child = match spawn(spec).await {
         Ok(c) => c,
@@ -305,7 +305,7 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     }
     let wall = started.elapsed();
 
-    let strays = if output_held_open {
+    let mut strays = if output_held_open {
         Vec::new()
     } else {
         let s = group_members(pgid);
@@ -315,6 +315,19 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
         s
     };
     guard.disarm();
+    // Killed members whose parent had exited are the harness's children now.
+    crate::escapees::reap_group(pgid).await;
+    let escaped = crate::escapees::find(&spec.env);
+    if !escaped.is_empty() {
+        crate::escapees::kill(&escaped).await;
+        strays.extend(escaped.into_iter().map(|p| ProcInfo {
+            cmdline: format!(
+                "{}; it left the plugin's process group with setsid",
+                p.cmdline
+            ),
+            ..p
+        }));
+    }
 
     // Move the captures out (the reader tasks are done or aborted): no copy of up to the
     // capture limit per stream.
@@ -434,15 +447,7 @@ pub fn group_members(pgid: i32) -> Vec<ProcInfo> {
         if fields.len() < 3 || fields[0] == "Z" || fields[2] != pgid.to_string() {
             continue;
         }
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .split('\0')
-                    .filter(|s| !s.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default();
+        let cmdline = crate::escapees::cmdline(pid);
         out.push(ProcInfo { pid, cmdline });
     }
     out
@@ -552,6 +557,30 @@ mod tests {
         assert!(!out.output_held_open);
         assert_eq!(out.strays.len(), 1, "{:?}", out.strays);
         assert!(group_members(out.pid).is_empty());
+    }
+
+    #[tokio::test]
+    async fn descendant_that_left_the_group_is_reported_killed_and_reaped() {
+        let mut spec = sh(
+            "/usr/bin/setsid sleep 30 </dev/null >/dev/null 2>&1 & echo hi",
+            5000,
+        );
+        // Its own variable, so that no other test's escapee can be taken for this one's.
+        spec.env = vec![("ESCAPEE_TEST".into(), std::process::id().to_string())];
+        let out = run(&spec).await;
+        assert!(out.succeeded());
+        assert!(!out.output_held_open);
+        assert_eq!(out.strays.len(), 1, "{:?}", out.strays);
+        let stray = &out.strays[0];
+        assert!(
+            stray.cmdline.contains("sleep 30") && stray.cmdline.contains("setsid"),
+            "{stray}"
+        );
+        // Killed, and reaped: no zombie of it is left either.
+        assert!(
+            !std::path::Path::new(&format!("/proc/{}", stray.pid)).exists(),
+            "{stray} is still there"
+        );
     }
 
     #[tokio::test]

@@ -93,6 +93,7 @@ fixtures! {
     name_based_paths => "name-based-paths",
     holds_stdout => "holds-stdout",
     leaves_daemon => "leaves-daemon",
+    leaves_setsid_daemon => "leaves-setsid-daemon",
     fingerprint_writes_cache => "fingerprint-writes-cache",
     no_error_json => "no-error-json",
     capacity_out_of_range => "capacity-out-of-range",

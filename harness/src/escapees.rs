@@ -1,0 +1,151 @@
+//! Processes that leave their plugin's process group, and the zombies the harness must reap.
+//!
+//! A plugin's descendant can call setsid(2) (`setsid cmd &`, a daemonizing helper) and so leave
+//! the process group the harness kills. To still find it, the harness makes itself a child
+//! subreaper (PR_SET_CHILD_SUBREAPER): when such a process's parent exits it is reparented to
+//! the harness instead of init. After a plugin call, an escapee is a live child of the harness
+//! in a session of its own whose environment holds every variable the call was given (so that
+//! calls running at the same time are told apart by their `DHV_*` values).
+//!
+//! Being a subreaper also means the harness inherits the zombies of what it kills; they are
+//! reaped here, by PID, never with a wildcard wait that would take a status tokio waits for.
+
+use std::collections::BTreeSet;
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::{Pid, getpid, getsid};
+
+use crate::process::ProcInfo;
+
+/// How long reaping waits for killed processes to die.
+const REAP_WITHIN: Duration = Duration::from_millis(500);
+
+static SUBREAPER: Once = Once::new();
+
+/// Makes the harness the child subreaper of everything it starts from now on. Idempotent.
+pub fn become_subreaper() {
+    SUBREAPER.call_once(|| {
+        // Without it (an old kernel), escapees go to init and are simply not seen.
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+    });
+}
+
+/// What /proc/PID/stat says about a process.
+#[derive(Clone, Copy, Debug)]
+struct Stat {
+    zombie: bool,
+    ppid: i32,
+    pgrp: i32,
+    session: i32,
+}
+
+fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may contain anything:
+    // state, ppid, pgrp, session, ...
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        zombie: *f.first()? == "Z",
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        session: f.get(3)?.parse().ok()?,
+    })
+}
+
+/// Every process, with its stat.
+fn processes() -> Vec<(i32, Stat)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, stat(pid)?)))
+        .collect()
+}
+
+pub fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .split('\0')
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the process's initial environment holds every pair of `env`.
+fn has_env(pid: i32, env: &[(String, String)]) -> bool {
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let have: BTreeSet<&[u8]> = raw.split(|b| *b == 0).collect();
+    env.iter().all(|(k, v)| {
+        let pair = format!("{k}={v}");
+        have.contains(pair.as_bytes())
+    })
+}
+
+/// Live children of the harness that left its session and carry `env`: processes a plugin call
+/// with that environment started and that escaped its process group.
+pub fn find(env: &[(String, String)]) -> Vec<ProcInfo> {
+    let me = getpid().as_raw();
+    let Ok(my_session) = getsid(None) else {
+        return Vec::new();
+    };
+    processes()
+        .into_iter()
+        .filter(|(pid, s)| {
+            !s.zombie && s.ppid == me && s.session != my_session.as_raw() && has_env(*pid, env)
+        })
+        .map(|(pid, _)| ProcInfo {
+            pid,
+            cmdline: cmdline(pid),
+        })
+        .collect()
+}
+
+/// Kills each escapee's process group (it leads one after setsid) and reaps what dies.
+pub async fn kill(found: &[ProcInfo]) {
+    let groups: Vec<i32> = found.iter().map(|p| p.pid).collect();
+    for g in &groups {
+        let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
+    }
+    reap(
+        |s| groups.contains(&s.pgrp) || groups.contains(&s.session),
+        None,
+    )
+    .await;
+}
+
+/// Reaps the harness's children in process group `pgid` (killed members of a plugin's group,
+/// reparented to the harness), except `pgid` itself, whose status tokio collects.
+pub async fn reap_group(pgid: i32) {
+    reap(|s| s.pgrp == pgid, Some(pgid)).await;
+}
+
+/// Waits (briefly) for the harness's children matching `which` to die, reaping each zombie.
+async fn reap(which: impl Fn(&Stat) -> bool, except: Option<i32>) {
+    let me = getpid().as_raw();
+    let until = Instant::now() + REAP_WITHIN;
+    loop {
+        let left: Vec<(i32, Stat)> = processes()
+            .into_iter()
+            .filter(|(pid, s)| s.ppid == me && Some(*pid) != except && which(s))
+            .collect();
+        if left.is_empty() || Instant::now() > until {
+            return;
+        }
+        for (pid, s) in &left {
+            if s.zombie {
+                let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
