@@ -52,10 +52,19 @@ pub fn attach(image: &Path, read_only: bool) -> io::Result<PathBuf> {
         let number = unsafe { loop_ctl_get_free(control.as_raw_fd()) }?;
         let device = PathBuf::from(format!("/dev/loop{number}"));
         ensure_node(&device)?;
-        let opened = OpenOptions::new()
+        let opened = match OpenOptions::new()
             .read(true)
             .write(!read_only)
-            .open(&device)?;
+            .open(&device)
+        {
+            Ok(opened) => opened,
+            // Another process took the device and is detaching it (ENXIO), or removed it
+            // (ENOENT, ENODEV) between the two calls: ask for another.
+            Err(err) if vanished(&err) || err.raw_os_error() == Some(Errno::ENXIO as i32) => {
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
         // SAFETY: both descriptors are open for the whole call; LOOP_SET_FD takes the backing
         // file's descriptor as its integer argument.
         match unsafe { loop_set_fd(opened.as_raw_fd(), backing.as_raw_fd()) } {
@@ -120,7 +129,7 @@ pub fn refresh_capacity(device: &Path) -> io::Result<()> {
 pub fn backing_file(device: &Path) -> io::Result<Option<PathBuf>> {
     match fs::read_to_string(sys_dir(device)?.join("loop/backing_file")) {
         Ok(text) => Ok(parse_backing_file(&text)),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) if vanished(&err) => Ok(None),
         Err(err) => Err(err),
     }
 }
@@ -238,9 +247,15 @@ fn sys_dir(device: &Path) -> io::Result<PathBuf> {
 fn read_attribute(device: &Path, attribute: &str) -> io::Result<Option<String>> {
     match fs::read_to_string(sys_dir(device)?.join(attribute)) {
         Ok(text) => Ok(Some(text.trim().to_string())),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) if vanished(&err) => Ok(None),
         Err(err) => Err(err),
     }
+}
+
+/// Whether an error says the device (or its sysfs entry) is gone: not found, or ENODEV while
+/// another process detaches or removes it. Either way it is not attached to anything here.
+fn vanished(err: &io::Error) -> bool {
+    err.kind() == io::ErrorKind::NotFound || err.raw_os_error() == Some(Errno::ENODEV as i32)
 }
 
 /// `loop` and a number: the kernel's name for a loop device.
