@@ -51,10 +51,21 @@ pub fn is_read_only(path: &Path) -> io::Result<bool> {
     Ok(statvfs(path)?.flags().contains(FsFlags::ST_RDONLY))
 }
 
-/// Unmounts whatever is mounted at `target`, once (no lazy detach: a busy mount is an error
-/// the caller should see).
+/// Unmounts whatever is mounted at `target` (no lazy detach: a busy mount is an error the
+/// caller should see). EBUSY is retried for a moment first: a process forking on the host
+/// holds copies of its descriptors until it execs, which can briefly include one on the
+/// target.
 pub fn unmount(target: &Path) -> io::Result<()> {
-    umount2(target, MntFlags::UMOUNT_NOFOLLOW).map_err(io::Error::from)
+    let mut waited = 0;
+    loop {
+        match umount2(target, MntFlags::UMOUNT_NOFOLLOW) {
+            Err(nix::errno::Errno::EBUSY) if waited < 20 => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                waited += 1;
+            }
+            other => return other.map_err(io::Error::from),
+        }
+    }
 }
 
 /// Whether `path` is a mount point that shows the directory `dir`: a bind mount of `dir`
