@@ -348,6 +348,10 @@ impl ControllerService {
     /// between attaching and saving. Recorded devices stay (they are only there when the
     /// delete-in-use-ok fault deletes a volume in use).
     fn detach_leftover_devices(&self, image: &std::path::Path) -> Result<(), Status> {
+        // block-keeps-device: never detach.
+        if self.plugin.faults.has(Fault::BlockKeepsDevice) {
+            return Ok(());
+        }
         let recorded = self.plugin.store.read(State::recorded_loop_devices);
         let attached = loop_device::attached_to(image)
             .map_err(|err| rpc::internal("list the loop devices", err))?;

@@ -476,8 +476,8 @@ impl Fault {
                  device, so writes through the target succeed"
             }
             Fault::BlockKeepsDevice => {
-                "NodeUnpublishVolume and NodeUnstageVolume of a block volume unbind the target but \
-                 never detach the loop devices: they stay attached after the release"
+                "NodeUnpublishVolume, NodeUnstageVolume and DeleteVolume of a block volume never \
+                 detach its loop devices: they stay attached after the release and the delete"
             }
             Fault::ErrorDetails => "every error carries non-empty status details",
             Fault::ForgetState => {

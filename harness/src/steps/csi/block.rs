@@ -192,12 +192,13 @@ async fn write_refused(w: &mut CsiWorld) -> StepResult {
 
 #[then("no loop device behind the allocation's device is still attached")]
 async fn loops_detached(w: &mut CsiWorld) -> StepResult {
-    let left: Vec<String> = w
-        .loops_seen
-        .iter()
-        .filter(|seen| crate::loop_devices::still_attached(seen))
-        .map(|seen| seen.to_string())
-        .collect();
+    let seen = w.loops_seen.seen();
+    let left: Vec<String> =
+        crate::loop_devices::still_attached_after(&seen, std::time::Duration::from_secs(1))
+            .await
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
     if left.is_empty() {
         return Ok(());
     }

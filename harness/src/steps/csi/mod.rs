@@ -93,8 +93,9 @@ pub struct CsiWorld {
     claims: Vec<(usize, Alloc, bool)>,
     /// Volumes ControllerPublishVolume has published to the node (by volume ID).
     controller_published: std::collections::HashSet<String>,
-    /// Loop devices found behind block volumes' targets when they were published.
-    loops_seen: Vec<crate::loop_devices::Attached>,
+    /// Loop devices found behind block volumes' targets when they were published; checked
+    /// again after the scenario's cleanup.
+    loops_seen: crate::loop_devices::LoopWatch,
     undo_ctx: Option<Arc<UndoContext>>,
 }
 
@@ -109,6 +110,8 @@ impl SuiteWorld for CsiWorld {
             deadline: ctx.run.profile.csi.rpc_deadline,
             case: ctx.case.clone(),
         }));
+        // Tracked before anything the scenario makes, so checked after all of it is undone.
+        ctx.ledger.track(self.loops_seen.clone());
         self.ctx = Some(ctx);
     }
 

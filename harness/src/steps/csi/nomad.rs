@@ -86,9 +86,10 @@ pub(super) async fn claim_as(
         }
     }
     if ok {
-        if v.mode.is_block() {
-            w.loops_seen
-                .extend(crate::loop_devices::loop_behind(&target));
+        if v.mode.is_block()
+            && let Some(attached) = crate::loop_devices::loop_behind(&target)
+        {
+            w.loops_seen.note(attached);
         }
         w.claims.push((
             i,
