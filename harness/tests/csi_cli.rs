@@ -243,3 +243,38 @@ fn secrets_never_reach_a_report() {
     }
     assert!(!stdout.contains("hunter2"), "{stdout}");
 }
+
+#[test]
+fn a_launched_plugin_leaving_a_setsid_process_is_warned_about_and_cleaned_up() {
+    if !needs_root("the CSI launch test (bind mounts)") {
+        return;
+    }
+    // A marker no other process has, so that the test can look for it afterwards.
+    let marker = format!("{}.{}", 300, std::process::id());
+    let launch = format!(
+        "sh -c '/usr/bin/setsid sleep {marker} </dev/null >/dev/null 2>&1 & exec {} \
+         --endpoint {{endpoint}} --node-id n1 --state-dir {{state_dir}}'",
+        csi_hostpath().display()
+    );
+    let (code, stdout, stderr) =
+        run(&["csi", "--launch", &launch, "--tags", "@CSI-IDENTITY-PROBE"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "(sleep {marker}) running in a session of its own (setsid)"
+        )),
+        "{stderr}"
+    );
+    let needle = format!("sleep\0{marker}");
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
+                .unwrap_or(false)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "still running: pids {left:?}");
+}

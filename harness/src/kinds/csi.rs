@@ -318,6 +318,11 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
         execute::<CsiWorld>(ctx.clone(), features, &selection, common.jobs.max(1)).await;
     progress.finish();
     stop(&launcher).await;
+    for p in launcher.iter().flat_map(|l| l.escaped()) {
+        eprintln!(
+            "warning: the plugin left {p} running in a session of its own (setsid); the harness killed it"
+        );
+    }
     let cleanup = crate::ledger::remove_scratch(&scratch_base);
     for leak in &cleanup.leaked {
         eprintln!("warning: {leak}");

@@ -29,6 +29,9 @@ pub struct Launcher {
     log: Arc<Mutex<Capture>>,
     /// The running plugin and its process group ID (its pid).
     child: tokio::sync::Mutex<Option<(Child, i32)>>,
+    /// Processes of the plugin that had left its process group (setsid) when it was stopped;
+    /// the harness killed them.
+    escaped: Mutex<Vec<crate::process::ProcInfo>>,
 }
 
 impl Launcher {
@@ -52,6 +55,7 @@ impl Launcher {
             state_dir: state_dir.to_path_buf(),
             log: Arc::new(Mutex::new(Capture::new(LOG_LIMIT))),
             child: tokio::sync::Mutex::new(None),
+            escaped: Mutex::new(Vec::new()),
         })
     }
 
@@ -67,10 +71,11 @@ impl Launcher {
 
     /// Start the plugin and wait until its socket accepts connections, at most `timeout`.
     pub async fn start(&self, timeout: Duration) -> Result<(), String> {
+        crate::escapees::become_subreaper();
         let _ = std::fs::remove_file(&self.socket);
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..])
-            .env("CSI_ENDPOINT", format!("unix://{}", self.socket.display()))
+            .env("CSI_ENDPOINT", self.endpoint())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -133,9 +138,31 @@ impl Launcher {
             let _ = kill_group(pgid, Signal::SIGKILL);
             let _ = child.wait().await;
         }
-        // Anything left in the group goes too.
+        // Anything left in the group goes too, and so does what left the group: a live child of
+        // the harness in a session of its own that carries this plugin's CSI_ENDPOINT.
         let _ = kill_group(pgid, Signal::SIGKILL);
         unregister_group(pgid);
+        crate::escapees::reap_group(pgid).await;
+        let escaped = crate::escapees::find(&[("CSI_ENDPOINT".into(), self.endpoint())]);
+        if !escaped.is_empty() {
+            crate::escapees::kill(&escaped).await;
+            self.escaped
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(escaped);
+        }
+    }
+
+    /// What the plugin left running outside its process group, found when it was stopped.
+    pub fn escaped(&self) -> Vec<crate::process::ProcInfo> {
+        self.escaped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn endpoint(&self) -> String {
+        format!("unix://{}", self.socket.display())
     }
 
     /// Stop and start again with the same command and state directory.
