@@ -56,14 +56,35 @@ fn stat(pid: i32) -> Option<Stat> {
     })
 }
 
-/// Every process, with its stat.
-fn processes() -> Vec<(i32, Stat)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+/// The harness's own children (zombies included), with their stat. Each thread's
+/// `/proc/self/task/TID/children` lists them cheaply (this runs after every plugin call);
+/// without that file (a kernel built without it) every process is looked at.
+fn children() -> Vec<(i32, Stat)> {
+    let mut pids = Vec::new();
+    let mut listed = false;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                listed = true;
+                pids.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
+            }
+        }
+    }
+    if !listed && let Ok(dir) = std::fs::read_dir("/proc") {
+        pids.extend(
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()),
+        );
+    }
+    let me = getpid().as_raw();
+    pids.sort_unstable();
+    pids.dedup();
+    pids.into_iter()
         .filter_map(|pid| Some((pid, stat(pid)?)))
+        .filter(|(_, s)| s.ppid == me)
         .collect()
 }
 
@@ -94,15 +115,12 @@ fn has_env(pid: i32, env: &[(String, String)]) -> bool {
 /// Live children of the harness that left its session and carry `env`: processes a plugin call
 /// with that environment started and that escaped its process group.
 pub fn find(env: &[(String, String)]) -> Vec<ProcInfo> {
-    let me = getpid().as_raw();
     let Ok(my_session) = getsid(None) else {
         return Vec::new();
     };
-    processes()
+    children()
         .into_iter()
-        .filter(|(pid, s)| {
-            !s.zombie && s.ppid == me && s.session != my_session.as_raw() && has_env(*pid, env)
-        })
+        .filter(|(pid, s)| !s.zombie && s.session != my_session.as_raw() && has_env(*pid, env))
         .map(|(pid, _)| ProcInfo {
             pid,
             cmdline: cmdline(pid),
@@ -131,12 +149,11 @@ pub async fn reap_group(pgid: i32) {
 
 /// Waits (briefly) for the harness's children matching `which` to die, reaping each zombie.
 async fn reap(which: impl Fn(&Stat) -> bool, except: Option<i32>) {
-    let me = getpid().as_raw();
     let until = Instant::now() + REAP_WITHIN;
     loop {
-        let left: Vec<(i32, Stat)> = processes()
+        let left: Vec<(i32, Stat)> = children()
             .into_iter()
-            .filter(|(pid, s)| s.ppid == me && Some(*pid) != except && which(s))
+            .filter(|(pid, s)| Some(*pid) != except && which(s))
             .collect();
         if left.is_empty() || Instant::now() > until {
             return;

@@ -316,7 +316,9 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     };
     guard.disarm();
     // Killed members whose parent had exited are the harness's children now.
-    crate::escapees::reap_group(pgid).await;
+    if output_held_open || !strays.is_empty() || status == ExitStatus::KilledAtDeadline {
+        crate::escapees::reap_group(pgid).await;
+    }
     let escaped = crate::escapees::find(&spec.env);
     if !escaped.is_empty() {
         crate::escapees::kill(&escaped).await;
