@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpid, getsid};
 
-use crate::process::ProcInfo;
+use crate::process::{ProcInfo, ProcStat as Stat, cmdline, proc_stat as stat};
 
 /// How long reaping waits for killed processes to die.
 const REAP_WITHIN: Duration = Duration::from_millis(500);
@@ -31,29 +31,6 @@ pub fn become_subreaper() {
         // Without it (an old kernel), escapees go to init and are simply not seen.
         let _ = nix::sys::prctl::set_child_subreaper(true);
     });
-}
-
-/// What /proc/PID/stat says about a process.
-#[derive(Clone, Copy, Debug)]
-struct Stat {
-    zombie: bool,
-    ppid: i32,
-    pgrp: i32,
-    session: i32,
-}
-
-fn stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The fields after the command name, which is in parentheses and may contain anything:
-    // state, ppid, pgrp, session, ...
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(Stat {
-        zombie: *f.first()? == "Z",
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        session: f.get(3)?.parse().ok()?,
-    })
 }
 
 /// The harness's own children (zombies included), with their stat. Each thread's
@@ -86,18 +63,6 @@ fn children() -> Vec<(i32, Stat)> {
         .filter_map(|pid| Some((pid, stat(pid)?)))
         .filter(|(_, s)| s.ppid == me)
         .collect()
-}
-
-pub fn cmdline(pid: i32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            String::from_utf8_lossy(&b)
-                .split('\0')
-                .filter(|s| !s.is_empty())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default()
 }
 
 /// Whether the process's initial environment holds every pair of `env`.

@@ -428,31 +428,50 @@ pub fn group_members(pgid: i32) -> Vec<ProcInfo> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the command name, which is in parentheses and may contain anything.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // fields[0] = state, fields[1] = ppid, fields[2] = pgrp
-        if fields.len() < 3 || fields[0] == "Z" || fields[2] != pgid.to_string() {
-            continue;
-        }
-        let cmdline = crate::escapees::cmdline(pid);
-        out.push(ProcInfo { pid, cmdline });
-    }
-    out
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| proc_stat(*pid).is_some_and(|s| !s.zombie && s.pgrp == pgid))
+        .map(|pid| ProcInfo {
+            pid,
+            cmdline: cmdline(pid),
+        })
+        .collect()
+}
+
+/// What /proc/PID/stat says about a process.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ProcStat {
+    pub zombie: bool,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub session: i32,
+}
+
+pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may contain anything:
+    // state, ppid, pgrp, session, ...
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(ProcStat {
+        zombie: *f.first()? == "Z",
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        session: f.get(3)?.parse().ok()?,
+    })
+}
+
+/// A process's command line, its arguments joined by spaces.
+pub fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .split('\0')
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

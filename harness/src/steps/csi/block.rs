@@ -7,7 +7,7 @@ use std::path::Path;
 
 use cucumber::{given, then, when};
 
-use super::nomad::claim_as;
+use super::nomad::{claim_alloc, claim_as};
 use super::requests::Mode;
 use super::{Alloc, CsiWorld, StepResult};
 use crate::plugins::csi::Rpc;
@@ -30,21 +30,7 @@ fn pattern(w: &CsiWorld) -> Vec<u8> {
 
 /// The allocation of claim `c`, or a failure naming the claim's calls.
 fn claimed(w: &CsiWorld, c: usize) -> Result<Alloc, String> {
-    match w.claims.get(c) {
-        Some((_, a, _)) => Ok(a.clone()),
-        None => {
-            let calls: Vec<&Rpc> = w.last.iter().collect();
-            Err(w.fail(
-                "the claim succeeds",
-                &calls
-                    .iter()
-                    .find(|c| !c.ok())
-                    .map(|c| c.summary())
-                    .unwrap_or_else(|| "no allocation holds the volume".into()),
-                &calls,
-            ))
-        }
-    }
+    claim_alloc(w, c).map(|(_, alloc)| alloc)
 }
 
 fn write_block(target: &Path, data: &[u8]) -> Result<(), String> {

@@ -242,7 +242,8 @@ async fn release_ok_or_not_found(w: &mut CsiWorld) -> StepResult {
     }
 }
 
-fn claim_alloc(w: &CsiWorld, c: usize) -> Result<(usize, Alloc), String> {
+/// The volume index and allocation of claim `c`, or a failure naming the claim's calls.
+pub(super) fn claim_alloc(w: &CsiWorld, c: usize) -> Result<(usize, Alloc), String> {
     w.claims
         .get(c)
         .map(|(i, a, _)| (*i, a.clone()))
