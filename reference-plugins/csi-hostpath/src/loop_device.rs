@@ -34,8 +34,9 @@ nix::ioctl_none_bad!(loop_clr_fd, 0x4C01);
 nix::ioctl_none_bad!(loop_set_capacity, 0x4C07);
 
 /// How often attaching asks for another free device when another process took the one it
-/// was given.
-const ATTACH_ATTEMPTS: usize = 8;
+/// was given; between attempts it waits a little longer each time (1 ms, 2 ms, ... at most
+/// 10 ms), so that a neighbour busy attaching and detaching gets out of the way.
+const ATTACH_ATTEMPTS: u64 = 40;
 
 /// Attaches `image` to a free loop device and returns the device's path. With `read_only`,
 /// the image is opened read-only and so is the device: opening it for writing, or writing
@@ -46,7 +47,10 @@ pub fn attach(image: &Path, read_only: bool) -> io::Result<PathBuf> {
         .read(true)
         .write(!read_only)
         .open(image)?;
-    for _ in 0..ATTACH_ATTEMPTS {
+    for attempt in 0..ATTACH_ATTEMPTS {
+        if attempt > 0 {
+            sleep(Duration::from_millis(attempt.min(10)));
+        }
         // SAFETY: the descriptor is open for the whole call, and LOOP_CTL_GET_FREE takes no
         // argument.
         let number = unsafe { loop_ctl_get_free(control.as_raw_fd()) }?;

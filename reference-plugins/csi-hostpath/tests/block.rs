@@ -848,6 +848,9 @@ impl Neighbour {
                 // SAFETY: the descriptor is open for the whole call; no argument. The device
                 // is the one attached just now.
                 let _ = unsafe { loop_clr_fd(device.as_raw_fd()) };
+                // A real neighbour (another plugin, losetup) pauses between devices; one that
+                // never does would starve any other process asking for a free device.
+                std::thread::sleep(std::time::Duration::from_micros(500));
             }
         });
         Neighbour {
