@@ -24,6 +24,9 @@ pub enum Hint {
     TimedOut,
     /// The harness, not the plugin, is at fault: Error.
     HarnessError,
+    /// A precondition failed: the plugin broke the named clause first, so this one cannot be
+    /// judged: Blocked.
+    Blocked(String),
 }
 
 /// What the steps of one scenario report, beside cucumber's own events.
@@ -227,6 +230,7 @@ impl RunStore {
             return;
         };
         let state = lock(&flight.state);
+        let mut blocked_by = None;
         let (mut verdict, mut reason) = if interrupted {
             (
                 Verdict::Error,
@@ -242,6 +246,15 @@ impl RunStore {
                 Some(Hint::Skip(r)) => (Verdict::Skip, Some(r.clone())),
                 Some(Hint::TimedOut) => (Verdict::TimedOut, Some(f.clone())),
                 Some(Hint::HarnessError) => (Verdict::Error, Some(f.clone())),
+                Some(Hint::Blocked(by)) => {
+                    blocked_by = Some(by.clone());
+                    (
+                        Verdict::Blocked,
+                        Some(format!(
+                            "blocked by {by}: this clause cannot be judged because a call it needs failed\n{f}"
+                        )),
+                    )
+                }
                 None => (Verdict::Fail, Some(f.clone())),
             }
         } else if let Some(u) = &flight.undefined {
@@ -280,6 +293,7 @@ impl RunStore {
         }
         let case = Case {
             reason,
+            blocked_by,
             duration_ms: millis_between(flight.started_at, at),
             steps,
             events: state.events.clone(),
@@ -307,6 +321,7 @@ fn case_of(clause: &crate::clauses::Clause, verdict: Verdict, rerun: String) -> 
         line: clause.key.line as u32,
         verdict,
         reason: None,
+        blocked_by: None,
         rerun: Some(rerun),
         duration_ms: 0,
         steps: Vec::new(),

@@ -107,6 +107,16 @@ impl<C> ScenarioCtx<C> {
         reason
     }
 
+    /// A precondition failed: the plugin broke clause `root` (the one whose check this call
+    /// is), so this clause cannot be judged. Returns `message` to fail the step with. In the
+    /// root clause itself the failure is an ordinary Fail.
+    pub fn blocked(&self, root: &str, message: String) -> String {
+        if root != self.clause.id {
+            self.hint(Hint::Blocked(root.to_string()));
+        }
+        message
+    }
+
     /// Mark a failure as the harness's own, not the plugin's.
     pub fn harness_error(&self, message: impl Into<String>) -> String {
         self.hint(Hint::HarnessError);

@@ -24,6 +24,7 @@ fn status(case: &Case, strict: bool) -> &'static str {
         Verdict::Pass => "pass",
         Verdict::Skip => "skip",
         Verdict::Error => "error",
+        Verdict::Blocked => "blocked",
         _ if case.is_blocking(strict) => "fail",
         _ => "warn",
     }
@@ -32,6 +33,8 @@ fn status(case: &Case, strict: bool) -> &'static str {
 #[derive(Serialize)]
 struct GroupView {
     name: String,
+    /// For a group of blocked clauses: the clause that blocked them.
+    root: Option<String>,
     counts: BTreeMap<&'static str, usize>,
     cases: Vec<CaseView>,
 }
@@ -46,6 +49,10 @@ struct CaseView {
     duration: String,
     text: String,
     reason: Option<String>,
+    /// The clause that blocked this one.
+    blocked_by: Option<String>,
+    /// Clauses this one blocked (it is their root cause).
+    blocks: Vec<String>,
     rerun: Option<String>,
     notes: Vec<String>,
     steps: Vec<StepView>,
@@ -178,7 +185,8 @@ fn outcome_of(r: &Response) -> String {
     }
 }
 
-fn case_view(case: &Case, strict: bool) -> CaseView {
+fn case_view(case: &Case, record: &RunRecord) -> CaseView {
+    let strict = record.strict;
     let search = format!(
         "{} {} {} {} {}",
         case.clause,
@@ -197,6 +205,13 @@ fn case_view(case: &Case, strict: bool) -> CaseView {
         duration: fmt_ms(case.duration_ms as f64),
         text: case.text.clone(),
         reason: case.reason.clone(),
+        blocked_by: case.blocked_by.clone(),
+        blocks: record
+            .cases
+            .iter()
+            .filter(|c| c.verdict == Verdict::Blocked && c.blocked_by.as_deref() == Some(&case.clause))
+            .map(|c| c.clause.clone())
+            .collect(),
         rerun: case.rerun.clone(),
         notes: case.notes.clone(),
         steps: case
@@ -216,15 +231,16 @@ fn case_view(case: &Case, strict: bool) -> CaseView {
 
 /// Render the record as one self-contained HTML page.
 pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
-    // Groups in the order their first clause appears in the specs (fingerprint, create, ...).
+    // Groups in the order their first clause appears in the specs (fingerprint, create, ...);
+    // blocked clauses after them, one group per root cause.
     let mut groups: Vec<GroupView> = Vec::new();
-    for case in &record.cases {
-        let name = case.classname();
+    let mut add = |name: String, root: Option<String>, case: &Case| {
         let g = match groups.iter().position(|g| g.name == name) {
             Some(i) => &mut groups[i],
             None => {
                 groups.push(GroupView {
                     name,
+                    root,
                     counts: BTreeMap::new(),
                     cases: Vec::new(),
                 });
@@ -232,7 +248,15 @@ pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
             }
         };
         *g.counts.entry(status(case, record.strict)).or_default() += 1;
-        g.cases.push(case_view(case, record.strict));
+        g.cases.push(case_view(case, record));
+    };
+    for case in record.cases.iter().filter(|c| c.verdict != Verdict::Blocked) {
+        add(case.classname(), None, case);
+    }
+    for (root, cases) in crate::summary::blocked_by_root(record) {
+        for case in cases {
+            add(format!("blocked by {root}"), Some(root.to_string()), case);
+        }
     }
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for case in &record.cases {

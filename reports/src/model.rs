@@ -112,6 +112,10 @@ pub struct Case {
     pub verdict: Verdict,
     /// Why the verdict is not Pass: what was required, what was seen, how to reproduce.
     pub reason: Option<String>,
+    /// For a Blocked case: the clause whose failure kept this one from being judged (the root
+    /// cause, e.g. `CSI-CONTROLLER-CREATE` when a precondition's CreateVolume failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<String>,
     /// A command line that runs this clause alone with the same seed.
     pub rerun: Option<String>,
     pub duration_ms: u64,
@@ -132,10 +136,11 @@ impl Case {
         format!("{}.{}", self.kind, self.operation)
     }
 
-    /// Whether this case counts against conformance (a MUST that did not pass, or any
-    /// non-passing clause under `--strict`).
+    /// Whether this case counts against conformance (a MUST that failed or could not be judged
+    /// because of another failure, or any such clause under `--strict`).
     pub fn is_blocking(&self, strict: bool) -> bool {
-        self.verdict.is_failure() && (self.level == Level::Must || strict)
+        (self.verdict.is_failure() || self.verdict == Verdict::Blocked)
+            && (self.level == Level::Must || strict)
     }
 }
 
@@ -166,6 +171,10 @@ pub enum Verdict {
     Pass,
     /// Not run, with a reason (capability absent, could not be provoked, run interrupted).
     Skip,
+    /// Could not be judged because a precondition failed: the plugin broke another clause first
+    /// (named in [`Case::blocked_by`]). Counts against conformance like a failure, but the
+    /// summary counts it apart and reports group it under its root cause.
+    Blocked,
     /// The plugin broke the clause.
     Fail,
     /// The harness could not judge the clause.
@@ -181,6 +190,7 @@ impl Verdict {
         match self {
             Verdict::Pass => "pass",
             Verdict::Skip => "skip",
+            Verdict::Blocked => "blocked",
             Verdict::Fail => "fail",
             Verdict::Error => "error",
             Verdict::TimedOut => "timed-out",
@@ -349,6 +359,9 @@ pub struct Tally {
     pub skipped: usize,
     pub failed_must: usize,
     pub failed_should: usize,
+    /// Cases that could not be judged because a precondition failed (any level).
+    #[serde(default)]
+    pub blocked: usize,
     pub errors: usize,
 }
 
@@ -362,6 +375,7 @@ impl RunRecord {
             match c.verdict {
                 Verdict::Pass => t.passed += 1,
                 Verdict::Skip => t.skipped += 1,
+                Verdict::Blocked => t.blocked += 1,
                 Verdict::Error => t.errors += 1,
                 v if v.is_failure() && c.level == Level::Must => t.failed_must += 1,
                 _ => t.failed_should += 1,
@@ -375,7 +389,9 @@ impl RunRecord {
         let blocking = self.cases.iter().any(|c| c.is_blocking(self.strict));
         if blocking {
             Assessment::NotConformant
-        } else if t.errors > 0 || t.passed + t.failed_should == 0 || self.interrupted {
+        } else if t.errors > 0 || t.blocked > 0 || t.passed + t.failed_should == 0 || self.interrupted
+        {
+            // A blocked SHOULD clause: nothing failed, but not everything was judged.
             Assessment::Incomplete
         } else if t.failed_should > 0 {
             Assessment::ConformantWithWarnings
@@ -397,6 +413,24 @@ mod tests {
         v.raise(Verdict::Leaked);
         assert_eq!(v, Verdict::Leaked);
         assert!(Verdict::Skip < Verdict::Fail && Verdict::Error < Verdict::TimedOut);
+        let mut b = Verdict::Blocked;
+        b.raise(Verdict::Skip);
+        assert_eq!(b, Verdict::Blocked);
+        b.raise(Verdict::Leaked);
+        assert_eq!(b, Verdict::Leaked);
+    }
+
+    #[test]
+    fn blocked_counts_against_conformance_and_apart() {
+        use Level::*;
+        use Verdict::*;
+        let r = record(&[(Must, Pass), (Must, Blocked)]);
+        assert_eq!(r.assessment(), Assessment::NotConformant);
+        let t = r.tally();
+        assert_eq!((t.blocked, t.failed_must, t.passed), (1, 0, 1));
+        // A blocked SHOULD is not a failure, but the run was not fully judged.
+        let r = record(&[(Must, Pass), (Should, Blocked)]);
+        assert_eq!(r.assessment(), Assessment::Incomplete);
     }
 
     fn record(cases: &[(Level, Verdict)]) -> RunRecord {
@@ -411,6 +445,7 @@ mod tests {
             line: 1,
             verdict: *verdict,
             reason: None,
+            blocked_by: None,
             rerun: None,
             duration_ms: 0,
             steps: Vec::new(),

@@ -23,6 +23,7 @@ pub fn case_line(case: &Case, strict: bool) -> String {
         Verdict::Pass => "PASS",
         Verdict::Skip => "SKIP",
         Verdict::Error => "ERROR",
+        Verdict::Blocked => "BLOCKED",
         Verdict::TimedOut if case.is_blocking(strict) => "TIMEOUT",
         Verdict::Leaked if case.is_blocking(strict) => "LEAKED",
         _ if case.is_blocking(strict) => "FAIL",
@@ -44,6 +45,7 @@ pub fn operation_table(record: &RunRecord) -> String {
         pass: usize,
         fail: usize,
         warn: usize,
+        blocked: usize,
         skip: usize,
         error: usize,
     }
@@ -63,20 +65,21 @@ pub fn operation_table(record: &RunRecord) -> String {
             Verdict::Pass => r.pass += 1,
             Verdict::Skip => r.skip += 1,
             Verdict::Error => r.error += 1,
+            Verdict::Blocked => r.blocked += 1,
             _ if c.is_blocking(record.strict) => r.fail += 1,
             _ => r.warn += 1,
         }
     }
     let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(9).max(9);
     let mut out = format!(
-        "{:<width$}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}\n",
-        "operation", "passed", "failed", "warned", "skipped", "errors"
+        "{:<width$}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}\n",
+        "operation", "passed", "failed", "warned", "blocked", "skipped", "errors"
     );
     for (name, r) in &rows {
         let _ = writeln!(
             out,
-            "{name:<width$}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}",
-            r.pass, r.fail, r.warn, r.skip, r.error
+            "{name:<width$}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}",
+            r.pass, r.fail, r.warn, r.blocked, r.skip, r.error
         );
     }
     out
@@ -95,7 +98,7 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
         for case in record
             .cases
             .iter()
-            .filter(|c| !matches!(c.verdict, Verdict::Pass | Verdict::Skip))
+            .filter(|c| !matches!(c.verdict, Verdict::Pass | Verdict::Skip | Verdict::Blocked))
         {
             let _ = writeln!(out, "\n--- {}", case_line(case, record.strict));
             if !case.text.is_empty() {
@@ -112,6 +115,27 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
             }
             if verbosity == Verbosity::Verbose {
                 let _ = writeln!(out, "calls:\n{}", case_transcript(case));
+            }
+        }
+        for (root, blocked) in blocked_by_root(record) {
+            let _ = writeln!(
+                out,
+                "\n--- BLOCKED by {root}: {} clause{} could not be judged: {}",
+                blocked.len(),
+                if blocked.len() == 1 { "" } else { "s" },
+                blocked
+                    .iter()
+                    .map(|c| c.clause.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if verbosity == Verbosity::Verbose {
+                for case in blocked {
+                    let _ = writeln!(out, "{}", case_line(case, record.strict));
+                    if let Some(reason) = &case.reason {
+                        let _ = writeln!(out, "{reason}");
+                    }
+                }
             }
         }
         let _ = writeln!(out);
@@ -142,13 +166,27 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
     let _ = writeln!(out, "verdict: {}", record.assessment().as_str());
     let _ = write!(
         out,
-        "{} passed, {} failed ({} MUST, {} SHOULD), {} skipped, {} errors",
+        "{} passed, {} failed ({} MUST, {} SHOULD), {} blocked, {} skipped, {} errors",
         t.passed,
         t.failed_must + t.failed_should,
         t.failed_must,
         t.failed_should,
+        t.blocked,
         t.skipped,
         t.errors
     );
     out
+}
+
+/// Blocked cases grouped by the clause that blocked them, roots in the order they first block.
+pub fn blocked_by_root(record: &RunRecord) -> Vec<(&str, Vec<&Case>)> {
+    let mut groups: Vec<(&str, Vec<&Case>)> = Vec::new();
+    for case in record.cases.iter().filter(|c| c.verdict == Verdict::Blocked) {
+        let root = case.blocked_by.as_deref().unwrap_or("(unknown)");
+        match groups.iter_mut().find(|(r, _)| *r == root) {
+            Some((_, v)) => v.push(case),
+            None => groups.push((root, vec![case])),
+        }
+    }
+    groups
 }

@@ -111,8 +111,9 @@ async fn has_written(w: &mut CsiWorld) -> StepResult {
     let alloc = claimed(w, 0)?;
     let data = pattern(w);
     write_block(&alloc.target, &data).map_err(|e| {
-        w.fail(
-            "precondition: the allocation can write through its device",
+        w.precondition(
+            "CSI-BLOCK-CLAIM",
+            "the allocation can write through its device",
             &e,
             &[],
         )

@@ -550,8 +550,9 @@ async fn has_published(w: &mut CsiWorld) -> StepResult {
     let req = requests::controller_publish(w, &v, false);
     let (rpc, resp) = w.controller_publish(req).await;
     if !rpc.ok() {
-        return Err(w.fail(
-            "precondition: ControllerPublishVolume succeeds",
+        return Err(w.precondition(
+            "CSI-NOMAD-CLAIM",
+            "ControllerPublishVolume succeeds",
             &rpc.summary(),
             &[&rpc],
         ));

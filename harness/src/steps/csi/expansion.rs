@@ -54,8 +54,9 @@ async fn has_expanded(w: &mut CsiWorld) -> StepResult {
     if rpc.ok() {
         return Ok(());
     }
-    Err(w.fail(
-        "precondition: ControllerExpandVolume succeeds",
+    Err(w.precondition(
+        "CSI-EXPAND-CONTROLLER",
+        "ControllerExpandVolume succeeds",
         &rpc.summary(),
         &[&rpc],
     ))

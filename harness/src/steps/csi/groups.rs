@@ -77,8 +77,9 @@ async fn must_group(w: &mut CsiWorld, n: usize) -> StepResult {
     if group.is_some() {
         return Ok(());
     }
-    Err(w.fail(
-        "precondition: CreateVolumeGroupSnapshot succeeds",
+    Err(w.precondition(
+        "CSI-GROUP-CREATE-IDEMPOTENT",
+        "CreateVolumeGroupSnapshot succeeds",
         &rpc.summary(),
         &[&rpc],
     ))

@@ -264,8 +264,15 @@ impl CsiWorld {
                 rpc.outcome()
             )));
         }
-        Err(self.fail(
-            "precondition: CreateVolume succeeds (otherwise this clause cannot be judged)",
+        // A block or multi-writer volume is judged first by the clauses that need one.
+        let root = match mode {
+            Mode::SingleNodeWriter => "CSI-CONTROLLER-CREATE",
+            Mode::BlockSingleNodeWriter => "CSI-BLOCK-CLAIM",
+            Mode::MultiNodeMultiWriter => "CSI-NOMAD-SHARED-VOLUME",
+        };
+        Err(self.precondition(
+            root,
+            &format!("CreateVolume of a {} volume succeeds", mode.describe_short()),
             &rpc.summary(),
             &[&rpc],
         ))
@@ -579,6 +586,13 @@ impl CsiWorld {
     }
 
     // ---- failures ------------------------------------------------------------------------
+
+    /// A call this clause needs (not the one it judges) failed: the verdict is Blocked by
+    /// `root`, the clause whose check that call is, and the message says what failed.
+    pub fn precondition(&self, root: &str, expected: &str, seen: &str, calls: &[&Rpc]) -> String {
+        let text = self.fail(&format!("precondition: {expected}"), seen, calls);
+        self.ctx().blocked(root, text)
+    }
 
     /// What the clause requires, what was seen, and how to reproduce. A call that got no answer
     /// before its deadline makes the verdict TimedOut.

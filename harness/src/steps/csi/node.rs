@@ -117,8 +117,9 @@ async fn published_to_node(w: &mut CsiWorld) -> StepResult {
     let req = requests::controller_publish(w, &v, false);
     let (rpc, resp) = w.controller_publish(req).await;
     if !rpc.ok() {
-        return Err(w.fail(
-            "precondition: ControllerPublishVolume succeeds",
+        return Err(w.precondition(
+            "CSI-NOMAD-CLAIM",
+            "ControllerPublishVolume succeeds",
             &rpc.summary(),
             &[&rpc],
         ));
@@ -141,8 +142,9 @@ async fn has_staged(w: &mut CsiWorld) -> StepResult {
     if rpc.ok() {
         return Ok(());
     }
-    Err(w.fail(
-        "precondition: NodeStageVolume succeeds",
+    Err(w.precondition(
+        "CSI-NOMAD-CLAIM",
+        "NodeStageVolume succeeds",
         &rpc.summary(),
         &[&rpc],
     ))
@@ -238,8 +240,9 @@ async fn publishes_readonly(w: &mut CsiWorld) -> StepResult {
 async fn has_published_for_alloc(w: &mut CsiWorld) -> StepResult {
     let (rpc, alloc) = publish_for_alloc(w, 0, false, true).await?;
     if !rpc.ok() {
-        return Err(w.fail(
-            "precondition: NodePublishVolume succeeds",
+        return Err(w.precondition(
+            "CSI-NOMAD-CLAIM",
+            "NodePublishVolume succeeds",
             &rpc.summary(),
             &[&rpc],
         ));

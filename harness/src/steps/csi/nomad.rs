@@ -194,8 +194,9 @@ async fn has_claimed(w: &mut CsiWorld) -> StepResult {
     let calls = claim(w, 0).await?;
     match calls.iter().find(|c| !c.ok()) {
         None => Ok(()),
-        Some(bad) => Err(w.fail(
-            "precondition: every call of the claim succeeds",
+        Some(bad) => Err(w.precondition(
+            "CSI-NOMAD-CLAIM",
+            "every call of the claim succeeds",
             &bad.summary(),
             &[bad],
         )),
@@ -305,7 +306,12 @@ async fn has_released(w: &mut CsiWorld) -> StepResult {
     let calls = release(w, 0).await?;
     match calls.iter().find(|c| !ok_or_not_found(c)) {
         None => Ok(()),
-        Some(bad) => Err(w.fail("precondition: the release succeeds", &bad.summary(), &[bad])),
+        Some(bad) => Err(w.precondition(
+            "CSI-NOMAD-RELEASE",
+            "the release succeeds",
+            &bad.summary(),
+            &[bad],
+        )),
     }
 }
 

@@ -39,6 +39,15 @@ impl Mode {
         }
     }
 
+    /// A few words for messages: `single-node-writer file-system`.
+    pub fn describe_short(self) -> &'static str {
+        match self {
+            Mode::SingleNodeWriter => "single-node-writer file-system",
+            Mode::MultiNodeMultiWriter => "multi-node-multi-writer file-system",
+            Mode::BlockSingleNodeWriter => "single-node-writer block",
+        }
+    }
+
     /// Nomad's `<usage>` path element: `rw-file-system-single-node-writer`.
     pub fn usage(self, readonly: bool) -> String {
         let (attachment, access) = match self {

@@ -22,8 +22,9 @@ async fn must_snapshot(w: &mut CsiWorld, vol: usize) -> StepResult {
     if rpc.ok() {
         return Ok(());
     }
-    Err(w.fail(
-        "precondition: CreateSnapshot succeeds",
+    Err(w.precondition(
+        "CSI-SNAPSHOT-CREATE",
+        "CreateSnapshot succeeds",
         &rpc.summary(),
         &[&rpc],
     ))

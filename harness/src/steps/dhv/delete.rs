@@ -15,11 +15,17 @@ async fn has_deleted(w: &mut DhvWorld) -> StepResult {
     if call.succeeded() {
         return Ok(());
     }
-    Err(w.fail(
+    let text = w.fail(
         "precondition: the first delete succeeds",
         &call.summary(),
         &[&call],
-    ))
+    );
+    let root = if call.killed_at_deadline() {
+        "DHV-DELETE-DEADLINE"
+    } else {
+        "DHV-DELETE-EXIT-ZERO"
+    };
+    Err(w.ctx().blocked(root, text))
 }
 
 #[when("Nomad deletes the volume")]

@@ -272,11 +272,12 @@ impl DhvWorld {
             Some(p) => p,
             None => call.summary(),
         };
-        Err(self.fail(
+        let text = self.fail(
             "precondition: create succeeds with a usable path (otherwise this clause cannot hold)",
             &seen,
             &[&call],
-        ))
+        );
+        Err(self.ctx().blocked(create_root_clause(&call), text))
     }
 
     /// The path create reported for volume `i`.
@@ -327,22 +328,24 @@ impl DhvWorld {
         if let Some(problem) =
             crate::plugins::dhv::paths::own_path_problem(&path, &self.volumes_dir(), &[])
         {
-            return Err(self.fail_after(
+            let text = self.fail_after(
                 "precondition: the volume has a path of its own to write a file into",
                 &format!("{problem}; the harness does not write there"),
                 &self.create_repro(i),
                 &[],
-            ));
+            );
+            return Err(self.ctx().blocked("DHV-CREATE-OWN-PATH", text));
         }
         let token = format!("{}-{i}", self.ctx().token);
         let file = Path::new(&path).join(format!("nomad-conform-{token}.txt"));
         if let Err(e) = std::fs::write(&file, &token) {
-            return Err(self.fail_after(
+            let text = self.fail_after(
                 "precondition: the volume's path is a writable directory",
                 &format!("writing {} failed: {e}", file.display()),
                 &self.create_repro(i),
                 &[],
-            ));
+            );
+            return Err(self.ctx().blocked("DHV-CREATE-PATH-EXISTS", text));
         }
         self.volumes[i].marker = Some((file, token));
         Ok(())
@@ -434,6 +437,26 @@ pub fn created_from(call: &Call) -> Option<Created> {
             reproduce: call.reproduce(),
         }),
         _ => None,
+    }
+}
+
+/// The clause that judges what went wrong with a create that gave no usable volume: a clause
+/// that needed the volume is Blocked by it.
+pub fn create_root_clause(call: &Call) -> &'static str {
+    if call.killed_at_deadline() {
+        return "DHV-CREATE-DEADLINE";
+    }
+    if !call.succeeded() {
+        return "DHV-CREATE-EXIT-ZERO";
+    }
+    let Ok(json) = call.stdout_json() else {
+        return "DHV-CREATE-SINGLE-JSON";
+    };
+    match response::create_response(&json) {
+        Err(_) => "DHV-CREATE-SINGLE-JSON",
+        Ok(r) if r.bytes.invalid().is_some() => "DHV-CREATE-BYTES",
+        Ok(r) if r.error.invalid().is_some() => "DHV-CREATE-SINGLE-JSON",
+        Ok(_) => "DHV-CREATE-PATH",
     }
 }
 
