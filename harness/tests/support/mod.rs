@@ -21,6 +21,10 @@ pub struct Expect {
     /// Clauses that must be skipped.
     #[serde(default)]
     pub skip: Vec<String>,
+    /// Clauses that must be Blocked: a precondition they need is what another clause checks,
+    /// and that clause failed first.
+    #[serde(default)]
+    pub blocked: Vec<String>,
     /// Extra arguments for nomad-conform, run from the fixture's directory.
     #[serde(default)]
     pub args: Vec<String>,
@@ -95,7 +99,7 @@ pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) 
 
     let mut problems = Vec::new();
     let ids: BTreeSet<&str> = record.cases.iter().map(|c| c.clause.as_str()).collect();
-    for named in expect.fail.iter().chain(&expect.skip) {
+    for named in expect.fail.iter().chain(&expect.skip).chain(&expect.blocked) {
         if !ids.contains(named.as_str()) {
             problems.push(format!("{named}: named in expect.toml but not in the run"));
         }
@@ -105,12 +109,15 @@ pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) 
             "fail"
         } else if expect.skip.contains(&case.clause) {
             "skip"
+        } else if expect.blocked.contains(&case.clause) {
+            "blocked"
         } else {
             "pass"
         };
         let ok = match wanted {
             "fail" => case.verdict.is_failure(),
             "skip" => case.verdict == Verdict::Skip,
+            "blocked" => case.verdict == Verdict::Blocked,
             _ => case.verdict == Verdict::Pass,
         };
         if !ok {
