@@ -1,19 +1,107 @@
-//! Protocol definitions nomad-conform speaks, compiled from our own `.proto` files.
+//! Protocol definitions nomad-conform speaks, compiled from our own `.proto` files (under
+//! `proto/proto/`, laid out like the upstream files so that imports resolve).
 //!
-//! - [`csi::v1`]: the Container Storage Interface, spec v1.12 (package `csi.v1`), with tonic
-//!   clients (`csi::v1::identity_client::IdentityClient`, `controller_client`, `node_client`, …)
-//!   and servers (`csi::v1::identity_server::{Identity, IdentityServer}`, …).
-//! - [`SECRET_FIELDS`]: the fields that carry secrets, so whoever records a request can
-//!   redact them.
+//! Generated modules mirror the protobuf package names exactly, because code generated for
+//! one package refers to another with `super::` paths:
+//!
+//! | package | module | services (tonic client / server) |
+//! |---|---|---|
+//! | `csi.v1` | [`csi::v1`] | `identity_client::IdentityClient`, `controller_client`, `node_client`, … / `identity_server::{Identity, IdentityServer}`, … |
+//! | `hashicorp.nomad.plugins.base.proto` | [`hashicorp::nomad::plugins::base::proto`] | `base_plugin_client::BasePluginClient` / `base_plugin_server::{BasePlugin, BasePluginServer}` |
+//! | `hashicorp.nomad.plugins.drivers.proto` | [`hashicorp::nomad::plugins::drivers::proto`] | `driver_client::DriverClient` / `driver_server::{Driver, DriverServer}` |
+//! | `hashicorp.nomad.plugins.shared.hclspec` | [`hashicorp::nomad::plugins::shared::hclspec`] | (messages only: the HCL schema `Spec`) |
+//! | `hashicorp.nomad.plugins.shared.structs` | [`hashicorp::nomad::plugins::shared::structs`] | (messages only: `Attribute`, `RecoverableError`, `StatObject`, `StatValue`) |
+//! | `plugin` (go-plugin internals) | [`goplugin`] | `grpc_broker_client::GrpcBrokerClient`, `grpc_controller_client::GrpcControllerClient`, `grpc_stdio_client::GrpcStdioClient` / `grpc_broker_server::{GrpcBroker, GrpcBrokerServer}`, … |
+//! | `grpc.health.v1` | [`grpc::health::v1`] | `health_client::HealthClient` / `health_server::{Health, HealthServer}` |
+//!
+//! [`nomad`] re-exports the four Nomad packages under short names (`nomad::base`,
+//! `nomad::drivers`, `nomad::hclspec`, `nomad::structs`).
+//!
+//! A go-plugin host (the harness standing in for Nomad) uses the clients of `BasePlugin`,
+//! `Driver`, `GRPCBroker`, `GRPCController`, `GRPCStdio` and `Health` over one connection; a
+//! go-plugin server (a Rust driver) serves all of them on one tonic server. gRPC paths are
+//! `/<package>.<Service>/<Rpc>`, e.g. `/hashicorp.nomad.plugins.drivers.proto.Driver/StartTask`
+//! and `/plugin.GRPCController/Shutdown`.
+//!
+//! [`SECRET_FIELDS`] lists the CSI fields that carry secrets, so whoever records a request can
+//! redact them.
 //!
 //! Every generated message and enum implements `serde::Serialize`. Secret fields serialise
 //! with each value replaced by [`REDACTED`] (the keys stay, so a report still shows which
-//! secrets were sent); `google.protobuf.Timestamp` fields serialise as RFC 3339 strings.
-//! `Debug` output is prost's and does **not** redact.
+//! secrets were sent); `google.protobuf.Timestamp` fields serialise as RFC 3339 strings and
+//! `google.protobuf.Duration` fields as protobuf-JSON duration strings (`"1.500s"`); enums
+//! serialise as their numbers, `bytes` as arrays of numbers. `Debug` output is prost's and does
+//! **not** redact.
 
 pub mod csi {
+    /// Container Storage Interface, spec v1.12 (package `csi.v1`).
     pub mod v1 {
         tonic::include_proto!("csi.v1");
+    }
+}
+
+/// Nomad's plugin protocols; the nesting is the package path `hashicorp.nomad.plugins.*`.
+pub mod hashicorp {
+    pub mod nomad {
+        pub mod plugins {
+            /// Package `hashicorp.nomad.plugins.base` (parent of the `proto` package only).
+            pub mod base {
+                /// Package `hashicorp.nomad.plugins.base.proto`: the `BasePlugin` service every
+                /// Nomad plugin serves (`PluginInfo`, `ConfigSchema`, `SetConfig`).
+                pub mod proto {
+                    tonic::include_proto!("hashicorp.nomad.plugins.base.proto");
+                }
+            }
+
+            /// Package `hashicorp.nomad.plugins.drivers` (parent of the `proto` package only).
+            pub mod drivers {
+                /// Package `hashicorp.nomad.plugins.drivers.proto`: the task driver `Driver`
+                /// service and its messages.
+                pub mod proto {
+                    tonic::include_proto!("hashicorp.nomad.plugins.drivers.proto");
+                }
+            }
+
+            /// Packages shared by several plugin kinds.
+            pub mod shared {
+                /// Package `hashicorp.nomad.plugins.shared.hclspec`: HCL schemas returned by
+                /// `ConfigSchema` and `TaskConfigSchema`.
+                pub mod hclspec {
+                    tonic::include_proto!("hashicorp.nomad.plugins.shared.hclspec");
+                }
+
+                /// Package `hashicorp.nomad.plugins.shared.structs`: fingerprint attributes,
+                /// the `RecoverableError` status detail and generic statistics.
+                pub mod structs {
+                    tonic::include_proto!("hashicorp.nomad.plugins.shared.structs");
+                }
+            }
+        }
+    }
+}
+
+/// Short names for the Nomad plugin packages in [`hashicorp::nomad::plugins`].
+pub mod nomad {
+    pub use crate::hashicorp::nomad::plugins::base::proto as base;
+    pub use crate::hashicorp::nomad::plugins::drivers::proto as drivers;
+    pub use crate::hashicorp::nomad::plugins::shared::hclspec;
+    pub use crate::hashicorp::nomad::plugins::shared::structs;
+}
+
+/// go-plugin's internal services (package `plugin`): `GRPCBroker`, `GRPCController` and
+/// `GRPCStdio`, served by every go-plugin gRPC server next to the plugin's own services.
+pub mod goplugin {
+    tonic::include_proto!("plugin");
+}
+
+/// Standard gRPC services.
+pub mod grpc {
+    pub mod health {
+        /// Package `grpc.health.v1`: the health checking service (`Check`, `Watch`) that
+        /// go-plugin servers expose, reporting service `"plugin"` as `SERVING`.
+        pub mod v1 {
+            tonic::include_proto!("grpc.health.v1");
+        }
     }
 }
 
@@ -57,6 +145,18 @@ pub mod serde_support {
     ) -> Result<S::Ok, S::Error> {
         match value {
             Some(ts) => serializer.collect_str(ts),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    /// Serialises an optional duration as a protobuf-JSON duration string (`"5s"`, `"1.500s"`,
+    /// `"-0.000001s"`), or null.
+    pub fn duration<S: Serializer>(
+        value: &Option<prost_types::Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(duration) => serializer.collect_str(duration),
             None => serializer.serialize_none(),
         }
     }
