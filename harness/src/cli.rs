@@ -158,6 +158,20 @@ pub struct CsiArgs {
         env = "NOMAD_CONFORM_CONTROLLER_ENDPOINT"
     )]
     pub controller_endpoint: Option<String>,
+    /// What the plugin is, as its job declares it (`csi_plugin { type = ... }`): Nomad calls
+    /// controller RPCs only on controller and monolith plugins, node RPCs only on node and
+    /// monolith plugins. Default: monolith, or controller when only --controller-endpoint is given.
+    #[arg(long, value_enum, value_name = "TYPE", env = "NOMAD_CONFORM_PLUGIN_TYPE")]
+    pub plugin_type: Option<PluginType>,
+    /// A volume a node-only run claims, as `nomad volume register` knows it: its external ID,
+    /// optionally followed by a comma and its volume context as a JSON object of strings
+    /// (`vol-1,{"server":"10.0.0.2"}`). Repeat for more volumes; clauses take one each.
+    #[arg(long = "volume", value_name = "ID[,CONTEXT]", env = "NOMAD_CONFORM_VOLUME")]
+    pub volumes: Vec<String>,
+    /// The node ID a controller-only run publishes to (what the node plugin's NodeGetInfo
+    /// reports on the node); without it, clauses that publish are skipped.
+    #[arg(long, value_name = "ID", env = "NOMAD_CONFORM_NODE_ID")]
+    pub node_id: Option<String>,
     /// Start the plugin with this command line, wait for its socket, stop it at the end. It may
     /// use {endpoint}, {socket} and {state_dir}; the plugin also gets CSI_ENDPOINT.
     #[arg(long, value_name = "CMD", env = "NOMAD_CONFORM_LAUNCH")]
@@ -193,6 +207,28 @@ pub struct CsiArgs {
     pub idempotency_count: u32,
     #[command(flatten)]
     pub suite: SuiteArgs,
+}
+
+/// `csi_plugin { type = ... }` in a Nomad job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum PluginType {
+    /// Controller and node services in one plugin.
+    #[default]
+    Monolith,
+    /// The node service only (one instance per client node).
+    Node,
+    /// The controller service only.
+    Controller,
+}
+
+impl PluginType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginType::Monolith => "monolith",
+            PluginType::Node => "node",
+            PluginType::Controller => "controller",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]

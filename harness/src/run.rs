@@ -115,6 +115,7 @@ pub async fn execute<W: SuiteWorld>(
                     Ok(ctx) => world.attach(ctx),
                     Err(e) => panic!("{e}"),
                 }
+                world.prepare().await;
             }
             .boxed_local()
         })

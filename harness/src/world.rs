@@ -140,6 +140,11 @@ pub trait SuiteWorld:
     type Config: Send + Sync + std::fmt::Debug + 'static;
     fn attach(&mut self, ctx: ScenarioCtx<Self::Config>);
     fn scenario(&self) -> Option<&ScenarioCtx<Self::Config>>;
+    /// Called once the context is attached, before the first step: take what the clause must
+    /// hold for its whole run (a share of a run-wide budget). Waiting here holds nothing.
+    fn prepare(&mut self) -> futures::future::LocalBoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// FNV-1a: a hash that is the same on every platform and Rust version (seeds and shards must be

@@ -1,7 +1,15 @@
 //! The CSI suite: connect to (or launch) the plugin, probe its capabilities once, skip what it
-//! does not advertise, run.
+//! does not advertise or what its plugin type does not serve, run.
+//!
+//! Modules: `probe` (Nomad's first fingerprint), `skips` (which clauses cannot be judged, and
+//! why), `budget` (the node's attachment budget), `volumes` (volumes a node-only run claims).
 
-use std::collections::{BTreeSet, HashMap};
+pub mod budget;
+pub mod probe;
+pub mod skips;
+pub mod volumes;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,9 +17,10 @@ use std::time::Duration;
 use chrono::Utc;
 use nomad_conform_reports::model::{RunRecord, Subject};
 
+use crate::cli::PluginType;
 use crate::error::HarnessError;
 use crate::plugins::csi::launch::Launcher;
-use crate::plugins::csi::{Connection, call, pb, socket_path};
+use crate::plugins::csi::{Connection, socket_path};
 use crate::plugins::dhv::quote;
 use crate::profile::Profile;
 use crate::recorder::RunStore;
@@ -29,6 +38,12 @@ pub struct CsiOptions {
     pub endpoint: Option<String>,
     pub controller_endpoint: Option<String>,
     pub launch: Option<String>,
+    /// `--plugin-type`; `None`: monolith, or controller with only `--controller-endpoint`.
+    pub plugin_type: Option<PluginType>,
+    /// `--volume ID[,CONTEXT]`: what a node-only run claims.
+    pub volumes: Vec<String>,
+    /// `--node-id`: where a controller-only run publishes.
+    pub node_id: Option<String>,
     pub mount_dir: Option<PathBuf>,
     pub test_volume_size: Option<String>,
     pub volume_parameters: Option<PathBuf>,
@@ -38,15 +53,7 @@ pub struct CsiOptions {
     pub idempotency_count: u32,
 }
 
-/// The capabilities the plugin advertised, by enum name.
-#[derive(Clone, Debug, Default)]
-pub struct Capabilities {
-    pub plugin: BTreeSet<String>,
-    pub controller: BTreeSet<String>,
-    pub node: BTreeSet<String>,
-    /// GroupController RPC capabilities (only asked for when the plugin offers the service).
-    pub group: BTreeSet<String>,
-}
+pub use probe::Capabilities;
 
 /// What the steps of a CSI run read.
 #[derive(Debug)]
@@ -55,9 +62,17 @@ pub struct CsiConfig {
     pub node: Arc<Connection>,
     pub launcher: Option<Arc<Launcher>>,
     pub caps: Capabilities,
-    /// From NodeGetInfo: the node ID Nomad would send to the controller.
+    pub plugin_type: PluginType,
+    /// The node ID Nomad would send to the controller: from the node plugin's NodeGetInfo, or
+    /// `--node-id` for a controller-only run. Empty when unknown.
     pub node_id: String,
+    /// Whether the node service was probed, so an empty `node_id` is the plugin's answer.
+    pub node_probed: bool,
     pub max_volumes_per_node: i64,
+    /// The node's attachment budget (none when the node sets no limit).
+    pub attachments: Option<budget::AttachmentBudget>,
+    /// What a node-only run claims instead of creating volumes.
+    pub user_volumes: Option<volumes::VolumePool>,
     pub volume_size: i64,
     pub volume_parameters: HashMap<String, String>,
     pub snapshot_parameters: HashMap<String, String>,
@@ -82,21 +97,56 @@ fn string_map(flag: &str, path: &Path) -> Result<HashMap<String, String>, Harnes
 }
 
 impl CsiOptions {
+    /// The plugin type the run treats the plugin as.
+    pub fn plugin_type(&self) -> PluginType {
+        match self.plugin_type {
+            Some(t) => t,
+            None if self.controller_endpoint.is_some() && self.endpoint.is_none() => {
+                PluginType::Controller
+            }
+            None => PluginType::Monolith,
+        }
+    }
+
     fn validate(&self) -> Result<(), HarnessError> {
-        match (&self.endpoint, &self.launch) {
-            (None, None) => Err(HarnessError::Usage(
-                "give the plugin's socket with --endpoint unix:///PATH, or a command to start it with --launch".into(),
-            )),
-            (Some(_), Some(_)) => Err(HarnessError::Usage(
-                "--endpoint and --launch exclude each other".into(),
-            )),
-            _ if self.controller_endpoint.is_some() && self.launch.is_some() => Err(
-                HarnessError::Usage("--controller-endpoint goes with --endpoint, not --launch".into()),
+        let usage = |m: &str| Err(HarnessError::Usage(m.into()));
+        let plugin_type = self.plugin_type();
+        match (&self.endpoint, &self.controller_endpoint, &self.launch) {
+            (None, None, None) => return usage(
+                "give the plugin's socket with --endpoint unix:///PATH (or --controller-endpoint for a controller plugin), or a command to start it with --launch",
             ),
-            _ if self.idempotency_count == 0 => Err(HarnessError::Usage(
-                "--idempotency-count must be at least 1".into(),
-            )),
-            _ => Ok(()),
+            (Some(_), _, Some(_)) => return usage("--endpoint and --launch exclude each other"),
+            (_, Some(_), Some(_)) => {
+                return usage("--controller-endpoint goes with --endpoint, not --launch");
+            }
+            _ => {}
+        }
+        if self.idempotency_count == 0 {
+            return usage("--idempotency-count must be at least 1");
+        }
+        match plugin_type {
+            PluginType::Node if self.controller_endpoint.is_some() => usage(
+                "--plugin-type node: a node plugin has no controller endpoint (drop --controller-endpoint)",
+            ),
+            PluginType::Controller if self.endpoint.is_some() && self.controller_endpoint.is_some() => usage(
+                "--plugin-type controller takes one socket: --controller-endpoint (or --endpoint), not both",
+            ),
+            PluginType::Monolith if self.controller_endpoint.is_some() && self.endpoint.is_none() => usage(
+                "--controller-endpoint alone runs a controller plugin: add --endpoint for the node plugin, or use --plugin-type controller",
+            ),
+            PluginType::Node | PluginType::Controller | PluginType::Monolith => {
+                if !self.volumes.is_empty() && plugin_type != PluginType::Node {
+                    return usage(
+                        "--volume is for node-only runs (--plugin-type node): for controller and monolith plugins the suite creates its own volumes",
+                    );
+                }
+                if self.node_id.is_some() && plugin_type != PluginType::Controller {
+                    return usage(
+                        "--node-id is for controller-only runs (--plugin-type controller): otherwise the node plugin's NodeGetInfo gives it",
+                    );
+                }
+                Ok(())
+            }
         }
     }
 
@@ -111,6 +161,14 @@ impl CsiOptions {
         flag("--endpoint", self.endpoint.clone());
         flag("--controller-endpoint", self.controller_endpoint.clone());
         flag("--launch", self.launch.clone());
+        flag(
+            "--plugin-type",
+            self.plugin_type.map(|t| t.as_str().to_string()),
+        );
+        for v in &self.volumes {
+            flag("--volume", Some(v.clone()));
+        }
+        flag("--node-id", self.node_id.clone());
         flag("--test-volume-size", self.test_volume_size.clone());
         let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
         flag("--volume-parameters", path(&self.volume_parameters));
@@ -187,11 +245,33 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
         .transpose()
         .map_err(HarnessError::Usage)?;
 
+    let plugin_type = opts.plugin_type();
+    let user_volumes = opts
+        .volumes
+        .iter()
+        .map(|v| volumes::parse_volume(v))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(HarnessError::Usage)?;
+    if let Some(id) = &opts.node_id
+        && (id.is_empty() || id.len() > 256)
+    {
+        return Err(HarnessError::Usage(
+            "--node-id must be 1 to 256 bytes long (the CSI spec's limit for node_id)".into(),
+        ));
+    }
+
     let run_id = crate::run::new_run_id();
     let seed = crate::run::seed_or_random(common.seed);
     let scratch_base = crate::run::make_scratch_base(&std::env::temp_dir(), &run_id)?;
 
-    // Launch the plugin, or find it.
+    // Launch the plugin, or find it. A controller plugin given only --controller-endpoint is
+    // reached on that socket.
+    let endpoint = endpoint.or_else(|| {
+        (plugin_type == PluginType::Controller)
+            .then(|| controller_endpoint.clone())
+            .flatten()
+    });
+    let controller_endpoint = controller_endpoint.filter(|c| Some(c) != endpoint.as_ref());
     let (launcher, node_socket) = match (&opts.launch, endpoint) {
         (Some(cmd), _) => {
             let dir = scratch_base.join("plugin");
@@ -244,14 +324,26 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
         None => node.clone(),
     };
 
-    let probe = probe(&controller, &node, &profile, controller_endpoint.is_some()).await;
-    for (key, reason) in skips(
-        &clauses,
-        &selection,
-        &probe,
-        launcher.is_some(),
-        mutable_parameters.is_some(),
-    ) {
+    let probe = probe::probe(
+        &controller,
+        &node,
+        &profile,
+        plugin_type,
+        controller_endpoint.is_some(),
+    )
+    .await;
+    let node_id = match (&opts.node_id, plugin_type) {
+        (Some(id), _) => id.clone(),
+        (None, _) => probe.node_id.clone(),
+    };
+    let facts = skips::RunFacts {
+        plugin_type,
+        launched: launcher.is_some(),
+        mutable_parameters: mutable_parameters.is_some(),
+        user_volumes: !user_volumes.is_empty(),
+        node_id_known: !node_id.is_empty() || probe.node_probed,
+    };
+    for (key, reason) in skips::skips(&clauses, &selection, &probe, facts) {
         selection.skip(&key, reason);
     }
     let store = RunStore::new(clauses, opts.rerun_prefix(common), seed);
@@ -280,7 +372,16 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
         common.output,
         common.strict,
     );
-    let mut details = probe.details();
+    let mut details = probe.details(plugin_type);
+    if let Some(b) = budget::AttachmentBudget::for_limit(probe.max_volumes) {
+        details.insert(
+            "attachment_budget".into(),
+            format!(
+                "at most {} volumes attached to the node at once, across all clauses",
+                b.limit()
+            ),
+        );
+    }
     if let Some(l) = &launcher {
         details.insert("launched".into(), l.command_line());
     }
@@ -301,8 +402,12 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
             node,
             launcher: launcher.clone(),
             caps: probe.caps.clone(),
-            node_id: probe.node_id.clone(),
+            plugin_type,
+            node_id,
+            node_probed: probe.node_probed,
             max_volumes_per_node: probe.max_volumes,
+            attachments: budget::AttachmentBudget::for_limit(probe.max_volumes),
+            user_volumes: (!user_volumes.is_empty()).then(|| volumes::VolumePool::new(user_volumes)),
             volume_size,
             volume_parameters,
             snapshot_parameters,
@@ -338,244 +443,3 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
     Ok(finish_record(&ctx, meta, interrupted))
 }
 
-/// What the capability probe learned.
-#[derive(Debug, Default)]
-struct Probe {
-    name: String,
-    version: Option<String>,
-    caps: Capabilities,
-    node_id: String,
-    max_volumes: i64,
-    /// Calls that failed, by method: scenarios needing what they would have told are skipped.
-    failures: Vec<String>,
-}
-
-impl Probe {
-    fn details(&self) -> std::collections::BTreeMap<String, String> {
-        let join = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
-        let mut d = std::collections::BTreeMap::new();
-        d.insert("name".into(), self.name.clone());
-        d.insert("capabilities".into(), join(&self.caps.plugin));
-        d.insert(
-            "controller_capabilities".into(),
-            join(&self.caps.controller),
-        );
-        d.insert("node_capabilities".into(), join(&self.caps.node));
-        if !self.caps.group.is_empty() {
-            d.insert(
-                "group_controller_capabilities".into(),
-                join(&self.caps.group),
-            );
-        }
-        d.insert("node_id".into(), self.node_id.clone());
-        d.insert("max_volumes_per_node".into(), self.max_volumes.to_string());
-        if !self.failures.is_empty() {
-            d.insert("probe_failures".into(), self.failures.join("; "));
-        }
-        d
-    }
-}
-
-/// Ask the plugin once what it is and what it can do (Nomad's first fingerprint).
-async fn probe(
-    controller: &Connection,
-    node: &Connection,
-    profile: &Profile,
-    separate_controller: bool,
-) -> Probe {
-    let d = profile.csi.rpc_deadline.min(Duration::from_secs(10));
-    let mut p = Probe::default();
-    let mut id = node.identity();
-    let (rpc, info) = call(
-        "Identity",
-        "GetPluginInfo",
-        pb::GetPluginInfoRequest {},
-        d,
-        |r| async move { id.get_plugin_info(r).await },
-    )
-    .await;
-    match info {
-        Some(i) => {
-            p.name = i.name;
-            p.version = (!i.vendor_version.is_empty()).then_some(i.vendor_version);
-        }
-        None => p.failures.push(format!("GetPluginInfo: {}", rpc.outcome())),
-    }
-    let mut id = node.identity();
-    let (rpc, caps) = call(
-        "Identity",
-        "GetPluginCapabilities",
-        pb::GetPluginCapabilitiesRequest {},
-        d,
-        |r| async move { id.get_plugin_capabilities(r).await },
-    )
-    .await;
-    match caps {
-        Some(c) => {
-            for cap in c.capabilities {
-                if let Some(pb::plugin_capability::Type::Service(s)) = cap.r#type {
-                    p.caps.plugin.insert(s.r#type().as_str_name().to_string());
-                }
-            }
-        }
-        None => p
-            .failures
-            .push(format!("GetPluginCapabilities: {}", rpc.outcome())),
-    }
-    if separate_controller {
-        p.caps.plugin.insert("CONTROLLER_SERVICE".into());
-    }
-    if p.caps.plugin.contains("CONTROLLER_SERVICE") {
-        let mut cl = controller.controller();
-        let (rpc, caps) = call(
-            "Controller",
-            "ControllerGetCapabilities",
-            pb::ControllerGetCapabilitiesRequest {},
-            d,
-            |r| async move { cl.controller_get_capabilities(r).await },
-        )
-        .await;
-        match caps {
-            Some(c) => {
-                for cap in c.capabilities {
-                    if let Some(pb::controller_service_capability::Type::Rpc(r)) = cap.r#type {
-                        p.caps
-                            .controller
-                            .insert(r.r#type().as_str_name().to_string());
-                    }
-                }
-            }
-            None => p
-                .failures
-                .push(format!("ControllerGetCapabilities: {}", rpc.outcome())),
-        }
-    }
-    if p.caps.plugin.contains("GROUP_CONTROLLER_SERVICE") {
-        let mut cl = controller.group();
-        let (rpc, caps) = call(
-            "GroupController",
-            "GroupControllerGetCapabilities",
-            pb::GroupControllerGetCapabilitiesRequest {},
-            d,
-            |r| async move { cl.group_controller_get_capabilities(r).await },
-        )
-        .await;
-        match caps {
-            Some(c) => {
-                for cap in c.capabilities {
-                    if let Some(pb::group_controller_service_capability::Type::Rpc(r)) = cap.r#type
-                    {
-                        p.caps.group.insert(r.r#type().as_str_name().to_string());
-                    }
-                }
-            }
-            None => p
-                .failures
-                .push(format!("GroupControllerGetCapabilities: {}", rpc.outcome())),
-        }
-    }
-    let mut nd = node.node();
-    let (rpc, caps) = call(
-        "Node",
-        "NodeGetCapabilities",
-        pb::NodeGetCapabilitiesRequest {},
-        d,
-        |r| async move { nd.node_get_capabilities(r).await },
-    )
-    .await;
-    match caps {
-        Some(c) => {
-            for cap in c.capabilities {
-                if let Some(pb::node_service_capability::Type::Rpc(r)) = cap.r#type {
-                    p.caps.node.insert(r.r#type().as_str_name().to_string());
-                }
-            }
-        }
-        None => p
-            .failures
-            .push(format!("NodeGetCapabilities: {}", rpc.outcome())),
-    }
-    let mut nd = node.node();
-    let (rpc, info) = call(
-        "Node",
-        "NodeGetInfo",
-        pb::NodeGetInfoRequest {},
-        d,
-        |r| async move { nd.node_get_info(r).await },
-    )
-    .await;
-    match info {
-        Some(i) => {
-            p.node_id = i.node_id;
-            p.max_volumes = i.max_volumes_per_node;
-        }
-        None => p.failures.push(format!("NodeGetInfo: {}", rpc.outcome())),
-    }
-    p
-}
-
-/// Scenarios whose `@requires-...` tags the plugin does not satisfy, with the reason.
-fn skips(
-    clauses: &crate::clauses::ClauseSet,
-    selection: &crate::run::Selection,
-    probe: &Probe,
-    launched: bool,
-    mutable: bool,
-) -> Vec<(crate::clauses::CaseKey, String)> {
-    let mut out = Vec::new();
-    for key in &selection.run {
-        let Some(clause) = clauses.get(key) else {
-            continue;
-        };
-        let reason = clause.tags.iter().find_map(|t| {
-            let need = t.strip_prefix("requires-")?;
-            let missing = |what: String| Some(format!("the plugin does not advertise {what}"));
-            match need {
-                "controller" if !probe.caps.plugin.contains("CONTROLLER_SERVICE") => {
-                    missing("the CONTROLLER_SERVICE plugin capability".into())
-                }
-                "launch" if !launched => Some(
-                    "needs a plugin the harness launched itself (--launch), to restart it".into(),
-                ),
-                "max-volumes" if probe.max_volumes <= 0 => {
-                    Some("the node reports no max_volumes_per_node limit".into())
-                }
-                "mutable-parameters" if !mutable => Some(
-                    "needs mutable parameters the plugin supports: pass --mutable-parameters JSON"
-                        .into(),
-                ),
-                "group" if !probe.caps.plugin.contains("GROUP_CONTROLLER_SERVICE") => {
-                    missing("the GROUP_CONTROLLER_SERVICE plugin capability".into())
-                }
-                "multi-writer" | "controller" | "group" | "launch" | "max-volumes"
-                | "mutable-parameters" => None,
-                n if n.starts_with("group-") => {
-                    let cap = &n["group-".len()..];
-                    (!probe.caps.group.contains(cap)).then(|| {
-                        format!(
-                            "the plugin does not advertise the group controller capability {cap}"
-                        )
-                    })
-                }
-                n if n.starts_with("node-") => {
-                    let cap = &n["node-".len()..];
-                    (!probe.caps.node.contains(cap))
-                        .then(|| format!("the plugin does not advertise the node capability {cap}"))
-                }
-                cap if !probe.caps.controller.contains(cap) => {
-                    missing(format!("the controller capability {cap}"))
-                }
-                _ => None,
-            }
-        });
-        if let Some(reason) = reason {
-            let reason = if probe.failures.is_empty() {
-                reason
-            } else {
-                format!("{reason} (probing failed: {})", probe.failures.join("; "))
-            };
-            out.push((key.clone(), reason));
-        }
-    }
-    out
-}

@@ -139,18 +139,18 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
             .0
         }
         "ControllerPublishVolume" => {
-            let mut r = requests::controller_publish(w, &vol, false);
+            let mut r = requests::controller_publish(w, &vol, false)?;
             match field.as_str() {
                 "volume ID" => r.volume_id.clear(),
                 "node ID" => r.node_id.clear(),
                 _ => r.volume_capability = None,
             }
-            w.controller_publish(r).await.0
+            w.controller_publish(r).await?.0
         }
         "ControllerUnpublishVolume" => {
             let r = pb::ControllerUnpublishVolumeRequest {
                 volume_id: String::new(),
-                node_id: w.config().node_id.clone(),
+                node_id: w.publish_node_id()?,
                 secrets,
             };
             w.controller_unpublish(r).await
@@ -164,7 +164,7 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
                 "staging target path" => r.staging_target_path.clear(),
                 _ => r.volume_capability = None,
             }
-            w.node_stage(r).await
+            w.node_stage(r).await?
         }
         "NodeUnstageVolume" => {
             let staging = w.staging_path(&vol, false)?;
@@ -200,7 +200,7 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
                 "target path" => r.target_path.clear(),
                 _ => r.volume_capability = None,
             }
-            w.node_publish(r).await
+            w.node_publish(r).await?
         }
         "NodeUnpublishVolume" => {
             let alloc = w.new_alloc_id();

@@ -522,24 +522,25 @@ async fn validates_unknown(w: &mut CsiWorld) {
 }
 
 #[when("the harness publishes a volume that does not exist to the node")]
-async fn publishes_unknown_volume(w: &mut CsiWorld) {
+async fn publishes_unknown_volume(w: &mut CsiWorld) -> StepResult {
     let req = pb::ControllerPublishVolumeRequest {
         volume_id: unknown_id(w, "volume"),
-        node_id: w.config().node_id.clone(),
+        node_id: w.publish_node_id()?,
         volume_capability: Some(Mode::SingleNodeWriter.capability()),
         secrets: w.secrets(),
         ..Default::default()
     };
-    let (rpc, _) = w.controller_publish(req).await;
+    let (rpc, _) = w.controller_publish(req).await?;
     w.last = vec![rpc];
+    Ok(())
 }
 
 #[when("the harness publishes the volume to a node that does not exist")]
 async fn publishes_to_unknown_node(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
-    let mut req = requests::controller_publish(w, &v, false);
+    let mut req = requests::controller_publish(w, &v, false)?;
     req.node_id = unknown_id(w, "node");
-    let (rpc, _) = w.controller_publish(req).await;
+    let (rpc, _) = w.controller_publish(req).await?;
     w.last = vec![rpc];
     Ok(())
 }
@@ -547,8 +548,8 @@ async fn publishes_to_unknown_node(w: &mut CsiWorld) -> StepResult {
 #[given("the plugin has published the volume to the node")]
 async fn has_published(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
-    let req = requests::controller_publish(w, &v, false);
-    let (rpc, resp) = w.controller_publish(req).await;
+    let req = requests::controller_publish(w, &v, false)?;
+    let (rpc, resp) = w.controller_publish(req).await?;
     if !rpc.ok() {
         return Err(w.precondition(
             "CSI-NOMAD-CLAIM",
@@ -564,8 +565,8 @@ async fn has_published(w: &mut CsiWorld) -> StepResult {
 #[when("the harness publishes the volume to the node again")]
 async fn publishes_again(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
-    let req = requests::controller_publish(w, &v, false);
-    let (rpc, _) = w.controller_publish(req).await;
+    let req = requests::controller_publish(w, &v, false)?;
+    let (rpc, _) = w.controller_publish(req).await?;
     w.last = vec![rpc];
     Ok(())
 }
@@ -595,8 +596,8 @@ async fn same_publish_context(w: &mut CsiWorld) -> StepResult {
 #[when("the harness publishes the volume to the node again read-only")]
 async fn publishes_again_readonly(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
-    let req = requests::controller_publish(w, &v, true);
-    let (rpc, _) = w.controller_publish(req).await;
+    let req = requests::controller_publish(w, &v, true)?;
+    let (rpc, _) = w.controller_publish(req).await?;
     w.last = vec![rpc];
     Ok(())
 }
@@ -606,7 +607,7 @@ async fn unpublishes(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
     let req = pb::ControllerUnpublishVolumeRequest {
         volume_id: v.id,
-        node_id: w.config().node_id.clone(),
+        node_id: w.publish_node_id()?,
         secrets: w.secrets(),
     };
     let rpc = w.controller_unpublish(req).await;

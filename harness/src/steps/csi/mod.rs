@@ -97,6 +97,9 @@ pub struct CsiWorld {
     /// again after the scenario's cleanup.
     loops_seen: crate::loop_devices::LoopWatch,
     undo_ctx: Option<Arc<UndoContext>>,
+    /// Attachments of the node's budget this clause holds, and the volumes it attached.
+    attachments_held: u32,
+    attached: std::collections::HashSet<String>,
 }
 
 impl SuiteWorld for CsiWorld {
@@ -117,6 +120,19 @@ impl SuiteWorld for CsiWorld {
 
     fn scenario(&self) -> Option<&ScenarioCtx<CsiConfig>> {
         self.ctx.as_ref()
+    }
+
+    fn prepare(&mut self) -> futures::future::LocalBoxFuture<'_, ()> {
+        Box::pin(async move {
+            use crate::kinds::csi::budget::Declared;
+            let declared = Declared::from_tags(&self.ctx().clause.tags);
+            let n = match (declared, &self.config().attachments) {
+                (_, None) | (Declared::Lazy, _) => return,
+                (Declared::All, Some(b)) => b.limit(),
+                (Declared::Count(n), Some(_)) => n,
+            };
+            self.take_attachments(n).await;
+        })
     }
 }
 
@@ -156,6 +172,73 @@ impl CsiWorld {
 
     pub fn secrets(&self) -> HashMap<String, String> {
         self.config().secrets.clone()
+    }
+
+    /// Take `n` of the node's attachments for the rest of the clause.
+    async fn take_attachments(&mut self, n: u32) {
+        let Some(budget) = &self.config().attachments else {
+            return;
+        };
+        let (hold, waited) = budget.take(n).await;
+        let limit = budget.limit();
+        let count = hold.count();
+        if waited >= std::time::Duration::from_millis(1) {
+            crate::recorder::lock(&self.ctx().case).notes.push(format!(
+                "waited {} for {count} of the node's {limit} attachments (max_volumes_per_node), held by other clauses",
+                crate::fmt_duration(waited),
+            ));
+        }
+        self.ctx().ledger.track(hold);
+        self.attachments_held += count;
+    }
+
+    /// Before a call that attaches `volume_id` to the node (ControllerPublishVolume,
+    /// NodeStageVolume, NodePublishVolume): make sure the clause holds an attachment for it.
+    async fn reserve_attachment(&mut self, volume_id: &str) -> Result<(), String> {
+        if self.config().attachments.is_none()
+            || volume_id.is_empty()
+            || self.attached.contains(volume_id)
+        {
+            return Ok(());
+        }
+        if self.attached.len() as u32 >= self.attachments_held {
+            if self.attachments_held > 0 {
+                // Waiting while holding could deadlock with another clause doing the same.
+                return Err(self.ctx().harness_error(format!(
+                    "this clause attaches more volumes to the node ({}) than it declares: tag it @attaches-{} in the spec",
+                    self.attached.len() + 1,
+                    self.attached.len() + 1
+                )));
+            }
+            self.take_attachments(1).await;
+        }
+        self.attached.insert(volume_id.to_string());
+        Ok(())
+    }
+
+    /// The node ID to publish to, as Nomad sends it: never empty. A node plugin that reported
+    /// none blocks the clause on CSI-NODE-INFO (Nomad refuses such a plugin).
+    pub fn publish_node_id(&self) -> Result<String, String> {
+        let id = self.config().node_id.clone();
+        if !id.is_empty() {
+            return Ok(id);
+        }
+        if self.config().node_probed {
+            let text = self.fail(
+                "precondition: NodeGetInfo reports a node ID (Nomad sends it in every ControllerPublishVolume)",
+                "NodeGetInfo gave no node_id: Nomad would never publish a volume to this node",
+                &[],
+            );
+            return Err(self.ctx().blocked("CSI-NODE-INFO", text));
+        }
+        Err(self.ctx().skip(
+            "controller-only run without --node-id: no node ID to publish to",
+        ))
+    }
+
+    /// Whether this is a node-only run: volumes come from `--volume`, not CreateVolume.
+    pub fn node_only(&self) -> bool {
+        self.config().plugin_type == crate::cli::PluginType::Node
     }
 
     /// Register `undo` in the ledger; returns its flag.
@@ -249,8 +332,12 @@ impl CsiWorld {
         });
     }
 
-    /// Create a volume with the run's size and parameters; anything but success fails.
+    /// Create a volume with the run's size and parameters; anything but success fails. A
+    /// node-only run borrows one of the `--volume` volumes instead.
     pub async fn must_create_volume(&mut self, mode: Mode) -> Result<usize, String> {
+        if self.node_only() {
+            return self.borrow_volume(mode).await;
+        }
         let name = self.unique_name("vol");
         let req = requests::create_volume(self, &name, mode);
         let rpc = self.create_volume(req, mode).await;
@@ -276,6 +363,40 @@ impl CsiWorld {
             &rpc.summary(),
             &[&rpc],
         ))
+    }
+
+    /// A node-only run's stand-in for CreateVolume: one of the user's volumes, for this clause
+    /// alone until its cleanup is done. Never deleted.
+    async fn borrow_volume(&mut self, mode: Mode) -> Result<usize, String> {
+        if mode != Mode::SingleNodeWriter {
+            return Err(self.ctx().skip(format!(
+                "node-only run: the --volume volumes are claimed as single-node-writer file-system volumes, and this clause needs {}",
+                mode.describe()
+            )));
+        }
+        let Some(pool) = &self.config().user_volumes else {
+            return Err(self.ctx().skip(
+                "node-only run without volumes to claim: name existing ones with --volume ID[,CONTEXT]",
+            ));
+        };
+        let lease = pool.lease().await;
+        let volume = pb::Volume {
+            volume_id: lease.volume.id.clone(),
+            volume_context: lease.volume.context.clone(),
+            capacity_bytes: 0,
+            ..Default::default()
+        };
+        self.ctx().ledger.track(lease);
+        let nomad_id = format!("vol{}", self.vols.len());
+        self.vols.push(Vol {
+            name: volume.volume_id.clone(),
+            id: volume.volume_id.clone(),
+            capacity: 0,
+            mode,
+            nomad_id,
+            volume: serde_json::to_value(&volume).ok(),
+        });
+        Ok(self.vols.len() - 1)
     }
 
     pub async fn delete_volume(&mut self, id: &str) -> Rpc {
@@ -406,7 +527,8 @@ impl CsiWorld {
     pub async fn controller_publish(
         &mut self,
         req: pb::ControllerPublishVolumeRequest,
-    ) -> (Rpc, Option<pb::ControllerPublishVolumeResponse>) {
+    ) -> Result<(Rpc, Option<pb::ControllerPublishVolumeResponse>), String> {
+        self.reserve_attachment(&req.volume_id).await?;
         let (vol, node) = (req.volume_id.clone(), req.node_id.clone());
         let (rpc, resp) = rpc!(
             self,
@@ -424,7 +546,7 @@ impl CsiWorld {
             };
             self.track_unless_pending(undo);
         }
-        (rpc, resp)
+        Ok((rpc, resp))
     }
 
     pub async fn controller_unpublish(&mut self, req: pb::ControllerUnpublishVolumeRequest) -> Rpc {
@@ -447,7 +569,8 @@ impl CsiWorld {
         rpc
     }
 
-    pub async fn node_stage(&mut self, req: pb::NodeStageVolumeRequest) -> Rpc {
+    pub async fn node_stage(&mut self, req: pb::NodeStageVolumeRequest) -> Result<Rpc, String> {
+        self.reserve_attachment(&req.volume_id).await?;
         let undo = Undo::NodeUnstage {
             volume_id: req.volume_id.clone(),
             staging_path: req.staging_target_path.clone(),
@@ -464,7 +587,7 @@ impl CsiWorld {
         if rpc.ok() {
             self.track_unless_pending(undo);
         }
-        rpc
+        Ok(rpc)
     }
 
     pub async fn node_unstage(&mut self, req: pb::NodeUnstageVolumeRequest) -> Rpc {
@@ -487,7 +610,8 @@ impl CsiWorld {
         rpc
     }
 
-    pub async fn node_publish(&mut self, req: pb::NodePublishVolumeRequest) -> Rpc {
+    pub async fn node_publish(&mut self, req: pb::NodePublishVolumeRequest) -> Result<Rpc, String> {
+        self.reserve_attachment(&req.volume_id).await?;
         let undo = Undo::NodeUnpublish {
             volume_id: req.volume_id.clone(),
             target_path: req.target_path.clone(),
@@ -504,7 +628,7 @@ impl CsiWorld {
         if rpc.ok() {
             self.track_unless_pending(undo);
         }
-        rpc
+        Ok(rpc)
     }
 
     pub async fn node_unpublish(&mut self, req: pb::NodeUnpublishVolumeRequest) -> Rpc {

@@ -114,8 +114,8 @@ async fn published_to_node(w: &mut CsiWorld) -> StepResult {
         return Ok(());
     }
     let v = w.vol(0)?.clone();
-    let req = requests::controller_publish(w, &v, false);
-    let (rpc, resp) = w.controller_publish(req).await;
+    let req = requests::controller_publish(w, &v, false)?;
+    let (rpc, resp) = w.controller_publish(req).await?;
     if !rpc.ok() {
         return Err(w.precondition(
             "CSI-NOMAD-CLAIM",
@@ -133,7 +133,7 @@ pub async fn stage(w: &mut CsiWorld, i: usize) -> Result<Rpc, String> {
     let v = w.vol(i)?.clone();
     let staging = w.staging_path(&v, false)?;
     let req = requests::node_stage(w, &v, &staging.display().to_string(), context(w));
-    Ok(w.node_stage(req).await)
+    Ok(w.node_stage(req).await?)
 }
 
 #[given("the plugin has staged the volume")]
@@ -201,7 +201,7 @@ pub async fn publish_for_alloc(
         readonly,
         context(w),
     );
-    let rpc = w.node_publish(req).await;
+    let rpc = w.node_publish(req).await?;
     Ok((
         rpc,
         Alloc {
@@ -272,7 +272,7 @@ async fn publishes_same_again(w: &mut CsiWorld) -> StepResult {
         alloc.readonly,
         context(w),
     );
-    let rpc = w.node_publish(req).await;
+    let rpc = w.node_publish(req).await?;
     w.last = vec![rpc];
     Ok(())
 }

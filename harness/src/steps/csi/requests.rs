@@ -96,19 +96,21 @@ pub fn create_volume(w: &CsiWorld, name: &str, mode: Mode) -> pb::CreateVolumeRe
     }
 }
 
+/// ControllerPublishVolume of `vol` to the node, as Nomad sends it (never with an empty node
+/// ID: see [`CsiWorld::publish_node_id`]).
 pub fn controller_publish(
     w: &CsiWorld,
     vol: &Vol,
     readonly: bool,
-) -> pb::ControllerPublishVolumeRequest {
-    pb::ControllerPublishVolumeRequest {
+) -> Result<pb::ControllerPublishVolumeRequest, String> {
+    Ok(pb::ControllerPublishVolumeRequest {
         volume_id: vol.id.clone(),
-        node_id: w.config().node_id.clone(),
+        node_id: w.publish_node_id()?,
         volume_capability: Some(vol.mode.capability()),
         readonly,
         secrets: w.secrets(),
         volume_context: volume_context(vol),
-    }
+    })
 }
 
 pub fn volume_context(vol: &Vol) -> std::collections::HashMap<String, String> {

@@ -1,0 +1,219 @@
+//! Which clauses a plugin cannot be judged on, decided before the run from the clauses'
+//! `@requires-...` tags, the plugin type and what the probe learned. Each skip says why.
+//!
+//! Tags: `requires-controller` / `requires-node` (the service), `requires-<CAP>` (a controller
+//! capability), `requires-node-<CAP>`, `requires-group`, `requires-group-<CAP>`,
+//! `requires-launch`, `requires-max-volumes`, `requires-mutable-parameters`,
+//! `requires-multi-writer`, `requires-block`.
+
+use crate::clauses::{CaseKey, ClauseSet};
+use crate::cli::PluginType;
+use crate::run::Selection;
+
+use super::probe::Probe;
+
+/// What the skip rules look at besides the probe.
+#[derive(Clone, Copy, Debug)]
+pub struct RunFacts {
+    pub plugin_type: PluginType,
+    pub launched: bool,
+    pub mutable_parameters: bool,
+    /// A node-only run was given volumes to claim (`--volume`).
+    pub user_volumes: bool,
+    /// A node ID to publish to is known (NodeGetInfo, or `--node-id` for a controller-only run).
+    pub node_id_known: bool,
+}
+
+const NODE_ONLY: &str = "node-only plugin (--plugin-type node): Nomad calls the controller service only on controller and monolith plugins";
+const CONTROLLER_ONLY: &str = "controller-only plugin (--plugin-type controller): Nomad calls the node service only on node and monolith plugins";
+
+/// The skip reason for one tag, if the tag is not satisfied.
+fn reason(tag: &str, probe: &Probe, facts: RunFacts) -> Option<String> {
+    let need = tag.strip_prefix("requires-")?;
+    let node_only = facts.plugin_type == PluginType::Node;
+    let controller_only = facts.plugin_type == PluginType::Controller;
+    let missing = |what: String| Some(format!("the plugin does not advertise {what}"));
+    match need {
+        "node" if controller_only => Some(CONTROLLER_ONLY.into()),
+        "node" => None,
+        "controller" | "group" if node_only => Some(NODE_ONLY.into()),
+        "controller" if !probe.caps.plugin.contains("CONTROLLER_SERVICE") => {
+            missing("the CONTROLLER_SERVICE plugin capability".into())
+        }
+        "group" if !probe.caps.plugin.contains("GROUP_CONTROLLER_SERVICE") => {
+            missing("the GROUP_CONTROLLER_SERVICE plugin capability".into())
+        }
+        "controller" | "group" => None,
+        "launch" if !facts.launched => {
+            Some("needs a plugin the harness launched itself (--launch), to restart it".into())
+        }
+        "max-volumes" if !probe.node_probed => Some(
+            "controller-only run: no node plugin reports max_volumes_per_node (NodeGetInfo)"
+                .into(),
+        ),
+        "max-volumes" if probe.max_volumes <= 0 => {
+            Some("the node reports no max_volumes_per_node limit".into())
+        }
+        "mutable-parameters" if !facts.mutable_parameters => Some(
+            "needs mutable parameters the plugin supports: pass --mutable-parameters JSON".into(),
+        ),
+        "multi-writer" | "block" if node_only => Some(format!(
+            "node-only run: the --volume volumes are claimed as single-node-writer file-system volumes, and this clause needs a {} volume",
+            if need == "block" { "block" } else { "multi-node-multi-writer" }
+        )),
+        "launch" | "max-volumes" | "mutable-parameters" | "multi-writer" | "block" => None,
+        n if n.starts_with("group-") => {
+            let cap = &n["group-".len()..];
+            if node_only {
+                Some(NODE_ONLY.into())
+            } else {
+                (!probe.caps.group.contains(cap)).then(|| {
+                    format!("the plugin does not advertise the group controller capability {cap}")
+                })
+            }
+        }
+        n if n.starts_with("node-") => {
+            let cap = &n["node-".len()..];
+            if controller_only {
+                Some(CONTROLLER_ONLY.into())
+            } else {
+                (!probe.caps.node.contains(cap))
+                    .then(|| format!("the plugin does not advertise the node capability {cap}"))
+            }
+        }
+        // A node-only run claims the volumes the user named instead of creating them.
+        "CREATE_DELETE_VOLUME" if node_only => (!facts.user_volumes).then(|| {
+            "node-only run without volumes to claim: name existing ones with --volume ID[,CONTEXT]"
+                .into()
+        }),
+        _ if node_only => Some(NODE_ONLY.into()),
+        "PUBLISH_UNPUBLISH_VOLUME" if controller_only && !facts.node_id_known => Some(
+            "controller-only run without --node-id: ControllerPublishVolume needs the node ID that the node plugin's NodeGetInfo reports".into(),
+        ),
+        cap if !probe.caps.controller.contains(cap) => {
+            missing(format!("the controller capability {cap}"))
+        }
+        _ => None,
+    }
+}
+
+/// Scenarios whose `@requires-...` tags the plugin does not satisfy, with the reason.
+pub fn skips(
+    clauses: &ClauseSet,
+    selection: &Selection,
+    probe: &Probe,
+    facts: RunFacts,
+) -> Vec<(CaseKey, String)> {
+    let mut out = Vec::new();
+    for key in &selection.run {
+        let Some(clause) = clauses.get(key) else {
+            continue;
+        };
+        if let Some(reason) = clause.tags.iter().find_map(|t| reason(t, probe, facts)) {
+            let reason = if probe.failures.is_empty() {
+                reason
+            } else {
+                format!("{reason} (probing failed: {})", probe.failures.join("; "))
+            };
+            out.push((key.clone(), reason));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(plugin_type: PluginType) -> RunFacts {
+        RunFacts {
+            plugin_type,
+            launched: true,
+            mutable_parameters: true,
+            user_volumes: true,
+            node_id_known: true,
+        }
+    }
+
+    fn monolith_probe() -> Probe {
+        let mut p = Probe {
+            node_probed: true,
+            max_volumes: 3,
+            ..Probe::default()
+        };
+        p.caps.plugin.insert("CONTROLLER_SERVICE".into());
+        p.caps.controller.insert("CREATE_DELETE_VOLUME".into());
+        p.caps.controller.insert("PUBLISH_UNPUBLISH_VOLUME".into());
+        p.caps.node.insert("STAGE_UNSTAGE_VOLUME".into());
+        p
+    }
+
+    #[test]
+    fn a_node_only_plugin_advertising_the_controller_service_is_not_asked_for_it() {
+        let p = monolith_probe();
+        let f = facts(PluginType::Node);
+        assert!(
+            reason("requires-controller", &p, f)
+                .unwrap()
+                .contains("node-only")
+        );
+        assert!(
+            reason("requires-PUBLISH_UNPUBLISH_VOLUME", &p, f)
+                .unwrap()
+                .contains("node-only")
+        );
+        // Volumes come from --volume.
+        assert_eq!(reason("requires-CREATE_DELETE_VOLUME", &p, f), None);
+        let without = RunFacts {
+            user_volumes: false,
+            ..f
+        };
+        assert!(
+            reason("requires-CREATE_DELETE_VOLUME", &p, without)
+                .unwrap()
+                .contains("--volume")
+        );
+        assert_eq!(reason("requires-node-STAGE_UNSTAGE_VOLUME", &p, f), None);
+        assert!(reason("requires-block", &p, f).is_some());
+    }
+
+    #[test]
+    fn a_controller_only_plugin_skips_the_node_service() {
+        let mut p = monolith_probe();
+        p.node_probed = false;
+        let f = facts(PluginType::Controller);
+        assert!(
+            reason("requires-node", &p, f)
+                .unwrap()
+                .contains("controller-only")
+        );
+        assert!(
+            reason("requires-node-STAGE_UNSTAGE_VOLUME", &p, f)
+                .unwrap()
+                .contains("controller-only")
+        );
+        assert_eq!(reason("requires-CREATE_DELETE_VOLUME", &p, f), None);
+        let no_node = RunFacts {
+            node_id_known: false,
+            ..f
+        };
+        assert!(
+            reason("requires-PUBLISH_UNPUBLISH_VOLUME", &p, no_node)
+                .unwrap()
+                .contains("--node-id")
+        );
+        assert!(reason("requires-max-volumes", &p, f).is_some());
+    }
+
+    #[test]
+    fn a_monolith_needs_what_it_advertises() {
+        let p = monolith_probe();
+        let f = facts(PluginType::Monolith);
+        assert_eq!(reason("requires-node", &p, f), None);
+        assert_eq!(reason("requires-controller", &p, f), None);
+        assert!(reason("requires-EXPAND_VOLUME", &p, f).is_some());
+        assert!(reason("requires-node-GET_VOLUME_STATS", &p, f).is_some());
+        assert_eq!(reason("requires-block", &p, f), None);
+        assert_eq!(reason("attaches-all", &p, f), None);
+    }
+}
