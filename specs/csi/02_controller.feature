@@ -7,12 +7,20 @@ Feature: controller
   Scenario: ControllerGetCapabilities succeeds
     Nomad asks for the controller's capabilities on every fingerprint.
 
+    Basis: CSI spec v1.12, ControllerGetCapabilities: a Controller Plugin MUST implement it; Nomad
+    client/pluginmanager/csimanager/fingerprint.go (buildControllerFingerprint): an error marks the
+    controller unhealthy, and nomad/csi_endpoint.go (pluginValidateVolume) then refuses `nomad
+    volume create` and `nomad volume register` ("no healthy controllers").
+
     When the harness calls ControllerGetCapabilities
     Then the call succeeds
 
   @CSI-CONTROLLER-CREATE-NO-NAME @must @requires-CREATE_DELETE_VOLUME
   Scenario: CreateVolume without a name is refused
     The name is REQUIRED; a missing required field is INVALID_ARGUMENT.
+
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, CreateVolume: name is REQUIRED.
 
     When the harness calls CreateVolume without a name
     Then the call fails with INVALID_ARGUMENT
@@ -21,6 +29,10 @@ Feature: controller
   Scenario: CreateVolume without volume capabilities is refused
     volume_capabilities is REQUIRED; a missing required field is INVALID_ARGUMENT.
 
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, CreateVolume: volume_capabilities is REQUIRED (a REQUIRED
+    repeated field MUST hold at least one element).
+
     When the harness calls CreateVolume without volume capabilities
     Then the call fails with INVALID_ARGUMENT
 
@@ -28,6 +40,12 @@ Feature: controller
   Scenario: CreateVolume makes a volume
     The response carries the volume, with a non-empty volume_id that Nomad stores as the
     volume's external ID.
+
+    Basis: CSI spec v1.12, CreateVolume: the response's volume is REQUIRED, and its volume_id is
+    REQUIRED and MUST identify the volume; Nomad nomad/csi_endpoint.go (createVolume): the ID
+    becomes the volume's external ID, sent in every later call (with an empty one,
+    nomad/structs/csi.go (RemoteID) falls back to Nomad's own volume ID, which the plugin does not
+    know).
 
     When the harness creates a volume
     Then the call succeeds
@@ -38,6 +56,10 @@ Feature: controller
     A volume created with a capacity range has a capacity of at least required_bytes and, when
     a limit is set, at most limit_bytes (0 means unknown).
 
+    Basis: CSI spec v1.12, CreateVolume and CapacityRange: a capacity_range that is given MUST
+    always be honoured: the volume MUST be at least required_bytes and MUST not be bigger than
+    limit_bytes; a capacity_bytes of 0 means unknown.
+
     When the harness creates a volume with a capacity range
     Then the call succeeds
     And the volume's capacity lies within the requested range
@@ -45,6 +67,10 @@ Feature: controller
   @CSI-CONTROLLER-CREATE-IDEMPOTENT @must @requires-CREATE_DELETE_VOLUME
   Scenario: CreateVolume with an existing name and the same capacity returns the same volume
     CreateVolume must be idempotent: the CO retries it after any failure or timeout.
+
+    Basis: CSI spec v1.12, CreateVolume: the call MUST be idempotent, and a volume that already
+    exists under the name and is compatible with the request MUST be answered with OK and that
+    volume.
 
     Given the plugin has created a volume
     When the harness creates a volume with the same name and capacity again
@@ -55,6 +81,10 @@ Feature: controller
   Scenario: CreateVolume with an existing name and an incompatible capacity is refused
     A volume with the same name that is not compatible with the request is ALREADY_EXISTS.
 
+    Basis: CSI spec v1.12, CreateVolume Errors: a volume that exists under the name but is
+    incompatible with the requested capacity_range MUST get ALREADY_EXISTS (the table's codes are
+    ones the plugin MUST return).
+
     Given the plugin has created a volume
     When the harness creates a volume with the same name and a larger capacity
     Then the call fails with ALREADY_EXISTS
@@ -63,12 +93,24 @@ Feature: controller
   Scenario: CreateVolume accepts a name of the maximum length
     Strings may be up to 128 bytes long.
 
+    Basis: CSI spec v1.12, Size Limits and CreateVolume: strings SHALL NOT exceed 128 bytes and the
+    name field describes any string within that limit (control characters aside) as allowed, but no
+    RFC 2119 keyword obliges a plugin to accept one, and the Error Scheme lets it refuse a field
+    value it does not allow; Nomad nomad/csi_endpoint.go (createVolume) passes the user's volume
+    name through unchecked. Kept at SHOULD.
+
     When the harness creates a volume with a 128-character name
     Then the call succeeds
 
   @CSI-CONTROLLER-CREATE-FROM-SNAPSHOT @must @requires-CREATE_DELETE_VOLUME @requires-CREATE_DELETE_SNAPSHOT
   Scenario: CreateVolume from a snapshot
     A volume_content_source naming an existing snapshot creates a volume from it.
+
+    Basis: CSI spec v1.12, CreateVolume (VolumeContentSource): a plugin with CREATE_DELETE_SNAPSHOT
+    is REQUIRED to support creating a volume from a snapshot (the overview's MAY is overridden by
+    this field rule), while the reply's content_source is OPTIONAL; Nomad nomad/csi_endpoint.go
+    (createVolume) sends the snapshot_id of the volume specification and does not read
+    content_source.
 
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
@@ -80,12 +122,20 @@ Feature: controller
   Scenario: CreateVolume from a snapshot that does not exist is refused
     A content source that does not exist is NOT_FOUND.
 
+    Basis: CSI spec v1.12, CreateVolume Errors: a volume_content_source that does not exist MUST get
+    NOT_FOUND.
+
     When the harness creates a volume from a snapshot that does not exist
     Then the call fails with NOT_FOUND
 
   @CSI-CONTROLLER-CREATE-FROM-VOLUME @must @requires-CREATE_DELETE_VOLUME @requires-CLONE_VOLUME
   Scenario: CreateVolume from another volume
     A volume_content_source naming an existing volume clones it.
+
+    Basis: CSI spec v1.12, CreateVolume (VolumeContentSource): a plugin reporting CLONE_VOLUME MUST
+    support creating a volume from another volume, while the reply's content_source is OPTIONAL;
+    Nomad nomad/csi_endpoint.go (createVolume) sends the clone_id of the volume specification and
+    does not read content_source.
 
     Given the plugin has created a volume
     When the harness creates a volume from that volume
@@ -96,11 +146,17 @@ Feature: controller
   Scenario: CreateVolume from a volume that does not exist is refused
     A content source that does not exist is NOT_FOUND.
 
+    Basis: CSI spec v1.12, CreateVolume Errors: a volume_content_source that does not exist MUST get
+    NOT_FOUND.
+
     When the harness creates a volume from a volume that does not exist
     Then the call fails with NOT_FOUND
 
   @CSI-CONTROLLER-DELETE-NO-ID @must @requires-CREATE_DELETE_VOLUME
   Scenario: DeleteVolume without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, DeleteVolume: volume_id is REQUIRED.
+
     When the harness calls DeleteVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
@@ -108,11 +164,20 @@ Feature: controller
   Scenario: DeleteVolume of a volume that does not exist succeeds
     A volume that is already gone counts as deleted: DeleteVolume must be idempotent.
 
+    Basis: CSI spec v1.12, DeleteVolume: the call MUST be idempotent, and a volume that does not
+    exist (or whose artifacts are gone) MUST be answered with OK; Nomad nomad/csi_endpoint.go
+    (Delete, deleteVolume): any error fails `nomad volume delete` and the volume stays registered.
+
     When the harness deletes a volume that does not exist
     Then the call succeeds
 
   @CSI-CONTROLLER-DELETE @must @requires-CREATE_DELETE_VOLUME
   Scenario: DeleteVolume deletes a volume
+    Basis: CSI spec v1.12, DeleteVolume: a plugin with CREATE_DELETE_VOLUME MUST implement it, and
+    ListVolumes: the plugin SHALL list the volumes it knows about, which a deleted one no longer is;
+    Nomad nomad/csi_endpoint.go (Delete): the volume is deregistered only after DeleteVolume
+    succeeds.
+
     Given the plugin has created a volume
     When the harness deletes the volume
     Then the call succeeds
@@ -120,11 +185,18 @@ Feature: controller
 
   @CSI-CONTROLLER-VALIDATE-NO-ID @must
   Scenario: ValidateVolumeCapabilities without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, ValidateVolumeCapabilities: volume_id is REQUIRED.
+
     When the harness calls ValidateVolumeCapabilities without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-CONTROLLER-VALIDATE-NO-CAPABILITIES @must @requires-CREATE_DELETE_VOLUME
   Scenario: ValidateVolumeCapabilities without capabilities is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, ValidateVolumeCapabilities: volume_capabilities is REQUIRED (a
+    REQUIRED repeated field MUST hold at least one element).
+
     Given the plugin has created a volume
     When the harness calls ValidateVolumeCapabilities without volume capabilities
     Then the call fails with INVALID_ARGUMENT
@@ -133,6 +205,12 @@ Feature: controller
   Scenario: ValidateVolumeCapabilities confirms the capabilities a volume was created with
     Nomad calls it when a volume is registered and compares what is confirmed with what it asked.
 
+    Basis: CSI spec v1.12, ValidateVolumeCapabilities: a Controller Plugin MUST implement it, and
+    SHALL set confirmed only if every requested capability is supported (confirmed itself is
+    OPTIONAL); Nomad nomad/csi_endpoint.go (controllerValidateVolume): an error fails `nomad volume
+    register`, while plugins/csi/client.go (ControllerValidateCapabilities) accepts a reply without
+    confirmed and rejects only confirmed capabilities that differ from the request.
+
     Given the plugin has created a volume
     When the harness validates the volume's own capabilities
     Then the call succeeds
@@ -140,33 +218,51 @@ Feature: controller
 
   @CSI-CONTROLLER-VALIDATE-UNKNOWN @must
   Scenario: ValidateVolumeCapabilities of a volume that does not exist is refused
+    Basis: CSI spec v1.12, ValidateVolumeCapabilities Errors: a volume that does not exist MUST get
+    NOT_FOUND.
+
     When the harness validates the capabilities of a volume that does not exist
     Then the call fails with NOT_FOUND
 
   @CSI-CONTROLLER-PUBLISH-NO-VOLUME-ID @must @requires-PUBLISH_UNPUBLISH_VOLUME
   Scenario: ControllerPublishVolume without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, ControllerPublishVolume: volume_id is REQUIRED.
+
     When the harness calls ControllerPublishVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-CONTROLLER-PUBLISH-NO-NODE-ID @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: ControllerPublishVolume without a node ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, ControllerPublishVolume: node_id is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls ControllerPublishVolume without a node ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-CONTROLLER-PUBLISH-NO-CAPABILITY @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: ControllerPublishVolume without a volume capability is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, ControllerPublishVolume: volume_capability is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls ControllerPublishVolume without a volume capability
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-CONTROLLER-PUBLISH-UNKNOWN-VOLUME @must @requires-PUBLISH_UNPUBLISH_VOLUME
   Scenario: ControllerPublishVolume of a volume that does not exist is refused
+    Basis: CSI spec v1.12, ControllerPublishVolume Errors: a volume that does not exist MUST get
+    NOT_FOUND.
+
     When the harness publishes a volume that does not exist to the node
     Then the call fails with NOT_FOUND
 
   @CSI-CONTROLLER-PUBLISH-UNKNOWN-NODE @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: ControllerPublishVolume to a node that does not exist is refused
+    Basis: CSI spec v1.12, ControllerPublishVolume Errors: a node that does not exist MUST get
+    NOT_FOUND.
+
     Given the plugin has created a volume
     When the harness publishes the volume to a node that does not exist
     Then the call fails with NOT_FOUND
@@ -175,6 +271,12 @@ Feature: controller
   Scenario: ControllerPublishVolume is idempotent
     Publishing a volume again to the same node with the same capability succeeds with the same
     publish context.
+
+    Basis: CSI spec v1.12, ControllerPublishVolume: the call MUST be idempotent, a volume already
+    published to the node with a compatible capability and readonly flag MUST get OK, and
+    publish_context SHALL NOT be mutable and SHALL be safe for the CO to cache; Nomad
+    nomad/csi_endpoint.go (Claim, controllerPublishVolume) publishes again for every new claim and
+    hands that claim's publish_context to NodeStageVolume and NodePublishVolume.
 
     Given the plugin has created a volume
     And the plugin has published the volume to the node
@@ -186,6 +288,9 @@ Feature: controller
   Scenario: ControllerPublishVolume again with an incompatible capability is refused
     A volume already published to the node with another read-only setting is ALREADY_EXISTS.
 
+    Basis: CSI spec v1.12, ControllerPublishVolume Errors: a volume already published to the node
+    but incompatible with the requested volume_capability or readonly flag MUST get ALREADY_EXISTS.
+
     Given the plugin has created a volume
     And the plugin has published the volume to the node
     When the harness publishes the volume to the node again read-only
@@ -193,6 +298,10 @@ Feature: controller
 
   @CSI-CONTROLLER-UNPUBLISH-NO-VOLUME-ID @must @requires-PUBLISH_UNPUBLISH_VOLUME
   Scenario: ControllerUnpublishVolume without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, ControllerUnpublishVolume: volume_id is REQUIRED (node_id is
+    OPTIONAL).
+
     When the harness calls ControllerUnpublishVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
@@ -200,12 +309,19 @@ Feature: controller
   Scenario: ControllerUnpublishVolume of a volume that is not published succeeds
     A volume that is not attached counts as unpublished.
 
+    Basis: CSI spec v1.12, ControllerUnpublishVolume: the call MUST be idempotent, and a volume not
+    attached to the node MUST get OK; Nomad nomad/csi_endpoint.go (controllerUnpublishVolume): any
+    error but NOT_FOUND keeps the claim, so the volume can be neither claimed again nor deleted.
+
     Given the plugin has created a volume
     When the harness unpublishes the volume from the node
     Then the call succeeds
 
   @CSI-CONTROLLER-LIST @must @requires-LIST_VOLUMES @requires-CREATE_DELETE_VOLUME
   Scenario: ListVolumes shows new volumes and not deleted ones
+    Basis: CSI spec v1.12, ListVolumes: the plugin SHALL return every volume it knows about, and a
+    deleted volume is no longer one.
+
     Given the plugin has created a volume
     When the harness lists every volume
     Then the list holds the volume
@@ -215,6 +331,10 @@ Feature: controller
 
   @CSI-CONTROLLER-LIST-PAGINATION @must @requires-LIST_VOLUMES @requires-CREATE_DELETE_VOLUME @serial
   Scenario: ListVolumes honours max_entries and next_token
+    Basis: CSI spec v1.12, ListVolumes: with a non-zero max_entries the plugin MUST NOT return more
+    entries and MUST set next_token while more remain; the CO MAY see duplicates or gaps only while
+    volumes are created or deleted during the walk.
+
     Given the plugin has created 3 volumes
     When the harness lists the volumes one page of 1 at a time
     Then every page holds at most 1 entry
@@ -224,11 +344,16 @@ Feature: controller
   Scenario: ListVolumes with an invalid starting token is refused
     An invalid starting_token is ABORTED.
 
+    Basis: CSI spec v1.12, ListVolumes Errors: a starting_token that is not valid MUST get ABORTED.
+
     When the harness lists volumes from an invalid starting token
     Then the call fails with ABORTED
 
   @CSI-CONTROLLER-GET-CAPACITY @must @requires-GET_CAPACITY
   Scenario: GetCapacity succeeds
+    Basis: CSI spec v1.12, GetCapacity: a plugin with GET_CAPACITY MUST implement it, and
+    available_capacity MUST NOT be negative.
+
     When the harness calls GetCapacity
     Then the call succeeds
     And the available capacity is not negative
@@ -237,6 +362,9 @@ Feature: controller
   Scenario: error statuses carry no details
     The status of a failed call MUST have an empty details list, and its message must say what
     went wrong.
+
+    Basis: CSI spec v1.12, Error Scheme: a status that is not OK MUST carry a human-readable
+    message, and its details MUST be empty.
 
     When the harness calls CreateVolume without a name
     Then the call fails with INVALID_ARGUMENT

@@ -9,6 +9,11 @@ Feature: node
     Nomad asks for the node's capabilities on every fingerprint, and latches STAGE_UNSTAGE_VOLUME
     from the first successful answer.
 
+    Basis: CSI spec v1.12, NodeGetCapabilities: a Node Plugin MUST implement it; Nomad
+    client/pluginmanager/csimanager/fingerprint.go (buildNodeFingerprint): an error marks the node
+    plugin unhealthy for that round, and until a first success Nomad creates no volume manager, so
+    no volume can be mounted on the node.
+
     When the harness calls NodeGetCapabilities
     Then the call succeeds
 
@@ -18,6 +23,13 @@ Feature: node
     controller in every ControllerPublishVolume. max_volumes_per_node must not be negative, and
     accessible_topology requires the VOLUME_ACCESSIBILITY_CONSTRAINTS capability.
 
+    Basis: CSI spec v1.12, NodeGetInfo: node_id is REQUIRED and SHALL NOT exceed 256 bytes,
+    max_volumes_per_node MUST NOT be negative, and a plugin returning accessible_topology MUST also
+    set VOLUME_ACCESSIBILITY_CONSTRAINTS; Nomad plugins/csi/client.go (NodeGetInfo), called for
+    every node plugin: an empty node_id fails the fingerprint (fingerprint.go,
+    buildBasicFingerprint), so the node plugin never becomes healthy, and a negative limit makes
+    scheduler/feasible/feasible.go (CSIVolumeChecker.isFeasible) reject every volume on the node.
+
     When the harness calls NodeGetInfo
     Then the call succeeds
     And the node ID is not empty and at most 256 bytes long
@@ -26,17 +38,26 @@ Feature: node
 
   @CSI-NODE-STAGE-NO-VOLUME-ID @must @requires-node-STAGE_UNSTAGE_VOLUME
   Scenario: NodeStageVolume without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: volume_id is REQUIRED.
+
     When the harness calls NodeStageVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-NODE-STAGE-NO-PATH @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: NodeStageVolume without a staging path is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: staging_target_path is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls NodeStageVolume without a staging target path
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-NODE-STAGE-NO-CAPABILITY @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: NodeStageVolume without a volume capability is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: volume_capability is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls NodeStageVolume without a volume capability
     Then the call fails with INVALID_ARGUMENT
@@ -44,6 +65,11 @@ Feature: node
   @CSI-NODE-STAGE-IDEMPOTENT @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: NodeStageVolume is idempotent
     Staging a volume again at the same path with the same capability succeeds.
+
+    Basis: CSI spec v1.12, NodeStageVolume: the call MUST be idempotent, and a volume already staged
+    at the path with an identical capability MUST get OK; Nomad
+    client/pluginmanager/csimanager/volume.go (stageVolume): Nomad stages again for every claim
+    unless the staging directory is already a mount point, and a refused stage fails the allocation.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -53,34 +79,54 @@ Feature: node
 
   @CSI-NODE-UNSTAGE-NO-VOLUME-ID @must @requires-node-STAGE_UNSTAGE_VOLUME
   Scenario: NodeUnstageVolume without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeUnstageVolume: volume_id is REQUIRED.
+
     When the harness calls NodeUnstageVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-NODE-UNSTAGE-NO-PATH @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: NodeUnstageVolume without a staging path is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeUnstageVolume: staging_target_path is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls NodeUnstageVolume without a staging target path
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-NODE-UNSTAGE-IDEMPOTENT @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: NodeUnstageVolume of a volume that is not staged succeeds
+    Basis: CSI spec v1.12, NodeUnstageVolume: the call MUST be idempotent, and a volume not staged
+    at the path MUST get OK; Nomad client/pluginmanager/csimanager/volume.go (unmountVolumeImpl):
+    any error but NOT_FOUND fails the unmount, which client/allocrunner/csi_hook.go
+    (unmountWithRetry) retries for up to 24 hours.
+
     Given the plugin has created a volume
     When the harness unstages the volume
     Then the call succeeds
 
   @CSI-NODE-PUBLISH-NO-VOLUME-ID @must
   Scenario: NodePublishVolume without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: volume_id is REQUIRED.
+
     When the harness calls NodePublishVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-NODE-PUBLISH-NO-TARGET @must @requires-CREATE_DELETE_VOLUME
   Scenario: NodePublishVolume without a target path is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: target_path is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls NodePublishVolume without a target path
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-NODE-PUBLISH-NO-CAPABILITY @must @requires-CREATE_DELETE_VOLUME
   Scenario: NodePublishVolume without a volume capability is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: volume_capability is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls NodePublishVolume without a volume capability
     Then the call fails with INVALID_ARGUMENT
@@ -88,7 +134,14 @@ Feature: node
   @CSI-NODE-PUBLISH-NEEDS-STAGING @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: NodePublishVolume without a staging path is refused when the plugin stages
     A plugin that advertises STAGE_UNSTAGE_VOLUME must refuse a publish with an empty
-    staging_target_path with FAILED_PRECONDITION.
+    staging_target_path: the NodePublishVolume error table names FAILED_PRECONDITION, and since the
+    field must be set for such a plugin, INVALID_ARGUMENT (a missing required field) is as correct.
+    Nomad always sends the staging path to such a plugin.
+
+    Basis: CSI spec v1.12, NodePublishVolume Errors: a plugin with STAGE_UNSTAGE_VOLUME that gets no
+    staging_target_path MUST return FAILED_PRECONDITION; CSI spec v1.12, NodePublishVolume and Error
+    Scheme: the field MUST be set for such a plugin and a missing required field MUST get
+    INVALID_ARGUMENT, so either code is a correct refusal.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -98,8 +151,18 @@ Feature: node
 
   @CSI-NODE-PUBLISH-MOUNTS @must @requires-CREATE_DELETE_VOLUME
   Scenario: NodePublishVolume mounts the volume at the target path
-    Nomad bind-mounts the target path into the allocation's tasks: it must be a mount showing
-    the volume's data.
+    Nomad bind-mounts the target path into the allocation's tasks: after NodePublishVolume it must
+    hold the volume, writable, and a file written there must be there again at a new target after
+    NodeUnpublishVolume and a new NodePublishVolume. What the staging path shows is left to the
+    plugin.
+
+    Basis: CSI spec v1.12, NodePublishVolume: for a mount access type the SP SHALL place the mounted
+    directory at target_path and MUST ensure the CO can use the volume as the capability and
+    readonly=false describe; CSI spec v1.12, Volume: the volume_id SHALL be what the CO uses in
+    later calls to refer to this volume, so a new publish presents the same storage; Nomad
+    client/pluginmanager/csimanager/volume.go (publishVolume) and
+    client/allocrunner/taskrunner/volume_hook.go (prepareCSIVolumes): the host target path is
+    bind-mounted into the tasks as their volume.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -111,6 +174,9 @@ Feature: node
 
   @CSI-NODE-PUBLISH-IDEMPOTENT @must @requires-CREATE_DELETE_VOLUME
   Scenario: NodePublishVolume is idempotent
+    Basis: CSI spec v1.12, NodePublishVolume: the call MUST be idempotent, and a volume already
+    published at the target path with a compatible capability and readonly flag MUST get OK.
+
     Given the plugin has created a volume
     And the volume is published to the node
     And the volume is staged for the node
@@ -118,9 +184,14 @@ Feature: node
     When the harness publishes the volume for the same allocation again
     Then the call succeeds
 
-  @CSI-NODE-PUBLISH-READONLY @should @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-PUBLISH-READONLY @must @requires-CREATE_DELETE_VOLUME
   Scenario: a read-only publish is read-only
     A task that claims a volume read-only must not be able to write to it.
+
+    Basis: CSI spec v1.12, NodePublishVolume: readonly is REQUIRED and, when true, the SP MUST
+    publish the volume read-only; Nomad client/allocrunner/taskrunner/volume_hook.go
+    (prepareCSIVolumes) also bind-mounts a read claim read-only into the tasks, so for file-system
+    volumes the level rests on the spec, not on a Nomad failure.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -129,10 +200,17 @@ Feature: node
     Then the call succeeds
     And the target path refuses writes
 
-  @CSI-NODE-PUBLISH-SECOND-TARGET @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-PUBLISH-SECOND-TARGET @should @requires-CREATE_DELETE_VOLUME
   Scenario: a single-node-writer volume cannot be published at a second target
     A volume with a non-MULTI_NODE access mode published at one target path and requested at a
-    different one is FAILED_PRECONDITION.
+    different one should get FAILED_PRECONDITION: the spec's table of second-publish answers is a
+    SHOULD, and Nomad never asks for this.
+
+    Basis: CSI spec v1.12, NodePublishVolume: the table of answers to a second NodePublishVolume of
+    a volume on the same node says the plugin SHOULD return FAILED_PRECONDITION for a non-MULTI_NODE
+    access mode at another target path; Nomad nomad/structs/csi.go (claimRead, claimWrite) refuses a
+    second claim of a single-node-writer volume, so it never sends this publish and does not depend
+    on the refusal.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -143,11 +221,17 @@ Feature: node
 
   @CSI-NODE-UNPUBLISH-NO-VOLUME-ID @must
   Scenario: NodeUnpublishVolume without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeUnpublishVolume: volume_id is REQUIRED.
+
     When the harness calls NodeUnpublishVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-NODE-UNPUBLISH-NO-TARGET @must @requires-CREATE_DELETE_VOLUME
   Scenario: NodeUnpublishVolume without a target path is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeUnpublishVolume: target_path is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls NodeUnpublishVolume without a target path
     Then the call fails with INVALID_ARGUMENT
@@ -156,6 +240,12 @@ Feature: node
   Scenario: NodeUnpublishVolume unmounts and removes the target
     The plugin must undo what NodePublishVolume did: nothing stays mounted at the target path
     and the target it created is gone.
+
+    Basis: CSI spec v1.12, NodeUnpublishVolume: the call MUST undo the work of NodePublishVolume,
+    and the SP MUST delete the file or directory it created at target_path; Nomad
+    client/pluginmanager/csimanager/volume.go (unpublishVolume) then removes the host target itself,
+    which fails while it is still mounted, and client/allocrunner/csi_hook.go (unmountWithRetry)
+    retries the unmount for up to 24 hours without unstaging.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -170,23 +260,37 @@ Feature: node
   Scenario: NodeUnpublishVolume of a target that is not published succeeds
     NodeUnpublishVolume MUST be idempotent: Nomad calls it again after any failure.
 
+    Basis: CSI spec v1.12, NodeUnpublishVolume: the call MUST be idempotent, and NOT_FOUND is meant
+    only for a volume that does not exist; Nomad plugins/csi/client.go (NodeUnpublishVolume):
+    NOT_FOUND is ignored, any other error fails the unmount, which client/allocrunner/csi_hook.go
+    (unmountWithRetry) retries for up to 24 hours.
+
     Given the plugin has created a volume
     When the harness unpublishes the volume for an allocation
     Then the call succeeds
 
   @CSI-NODE-STATS-NO-VOLUME-ID @must @requires-node-GET_VOLUME_STATS
   Scenario: NodeGetVolumeStats without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeGetVolumeStats: volume_id is REQUIRED.
+
     When the harness calls NodeGetVolumeStats without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-NODE-STATS-NO-PATH @must @requires-node-GET_VOLUME_STATS @requires-CREATE_DELETE_VOLUME
   Scenario: NodeGetVolumeStats without a volume path is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeGetVolumeStats: volume_path is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls NodeGetVolumeStats without a volume path
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-NODE-STATS-UNKNOWN-VOLUME @must @requires-node-GET_VOLUME_STATS
   Scenario: NodeGetVolumeStats of a volume that does not exist is refused
+    Basis: CSI spec v1.12, NodeGetVolumeStats Errors: a volume that does not exist on the given
+    volume_path MUST get NOT_FOUND.
+
     When the harness asks for the stats of a volume that does not exist
     Then the call fails with NOT_FOUND
 
@@ -194,6 +298,9 @@ Feature: node
   Scenario: NodeGetVolumeStats of a volume at a path where it is not published is refused
     The volume exists and is published, but not at the path asked about: NOT_FOUND, not the
     usage of whatever lives at that path.
+
+    Basis: CSI spec v1.12, NodeGetVolumeStats Errors: a volume that does not exist on the given
+    volume_path MUST get NOT_FOUND, even when it is published elsewhere.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -204,6 +311,10 @@ Feature: node
 
   @CSI-NODE-STATS @must @requires-node-GET_VOLUME_STATS @requires-CREATE_DELETE_VOLUME
   Scenario: NodeGetVolumeStats reports usage of a published volume
+    Basis: CSI spec v1.12, NodeGetVolumeStats: a plugin with GET_VOLUME_STATS MUST implement it;
+    usage is OPTIONAL, but in each VolumeUsage total and unit are REQUIRED and available, total and
+    used MUST NOT be negative.
+
     Given the plugin has created a volume
     And the volume is published to the node
     And the volume is staged for the node

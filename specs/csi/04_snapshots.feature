@@ -5,17 +5,28 @@ Feature: snapshots
 
   @CSI-SNAPSHOT-CREATE-NO-NAME @must @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: CreateSnapshot without a name is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, CreateSnapshot: name is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls CreateSnapshot without a name
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-SNAPSHOT-CREATE-NO-SOURCE @must @requires-CREATE_DELETE_SNAPSHOT
   Scenario: CreateSnapshot without a source volume is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, CreateSnapshot: source_volume_id is REQUIRED.
+
     When the harness calls CreateSnapshot without a source volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-SNAPSHOT-CREATE @must @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: CreateSnapshot cuts a snapshot of a volume
+    Basis: CSI spec v1.12, CreateSnapshot: the response's snapshot is REQUIRED, and its snapshot_id,
+    source_volume_id and creation_time are REQUIRED; Nomad plugins/csi/client.go
+    (ControllerCreateSnapshot) reports the ID, the source and the creation time to the user of
+    `nomad volume snapshot create`.
+
     Given the plugin has created a volume
     When the harness creates a snapshot of the volume
     Then the call succeeds
@@ -23,6 +34,10 @@ Feature: snapshots
 
   @CSI-SNAPSHOT-CREATE-IDEMPOTENT @must @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: CreateSnapshot with an existing name and the same source returns the same snapshot
+    Basis: CSI spec v1.12, CreateSnapshot: the call MUST be idempotent, and a snapshot already cut
+    and ready under the name MUST be answered with OK and that snapshot (one still being processed
+    SHOULD be answered with OK and ready_to_use false).
+
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
     When the harness creates a snapshot of the volume with the same name again
@@ -31,6 +46,9 @@ Feature: snapshots
 
   @CSI-SNAPSHOT-CREATE-NAME-CONFLICT @must @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: CreateSnapshot with an existing name and another source is refused
+    Basis: CSI spec v1.12, CreateSnapshot Errors: a snapshot that exists under the name but for
+    another source volume MUST get ALREADY_EXISTS.
+
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
     And the plugin has created a second volume
@@ -39,22 +57,38 @@ Feature: snapshots
 
   @CSI-SNAPSHOT-CREATE-LONG-NAME @should @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: CreateSnapshot accepts a name of the maximum length
+    Basis: CSI spec v1.12, Size Limits and CreateSnapshot: strings SHALL NOT exceed 128 bytes and
+    the name field describes any string within that limit (control characters aside) as allowed, but
+    no RFC 2119 keyword obliges a plugin to accept one; Nomad nomad/csi_endpoint.go (CreateSnapshot)
+    passes the user's snapshot name through. Kept at SHOULD.
+
     Given the plugin has created a volume
     When the harness creates a snapshot of the volume with a 128-character name
     Then the call succeeds
 
   @CSI-SNAPSHOT-DELETE-NO-ID @must @requires-CREATE_DELETE_SNAPSHOT
   Scenario: DeleteSnapshot without a snapshot ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, DeleteSnapshot: snapshot_id is REQUIRED.
+
     When the harness calls DeleteSnapshot without a snapshot ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-SNAPSHOT-DELETE-UNKNOWN @must @requires-CREATE_DELETE_SNAPSHOT
   Scenario: DeleteSnapshot of a snapshot that does not exist succeeds
+    Basis: CSI spec v1.12, DeleteSnapshot: the call MUST be idempotent, and a snapshot that does not
+    exist MUST be answered with OK; Nomad nomad/csi_endpoint.go (DeleteSnapshot): any error fails
+    `nomad volume snapshot delete`.
+
     When the harness deletes a snapshot that does not exist
     Then the call succeeds
 
   @CSI-SNAPSHOT-LIST @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: ListSnapshots shows new snapshots
+    Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return every snapshot on the storage
+    system within the request's parameters, however it was created; Nomad nomad/csi_endpoint.go
+    (ListSnapshots) lists them, unfiltered, for `nomad volume snapshot list`.
+
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
     When the harness lists every snapshot
@@ -62,6 +96,9 @@ Feature: snapshots
 
   @CSI-SNAPSHOT-LIST-BY-ID @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: ListSnapshots filtered by snapshot ID returns that snapshot only
+    Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return the snapshots within the request's
+    parameters, and a snapshot_id narrows the list to that one snapshot.
+
     Given the plugin has created a volume
     And the plugin has created 2 snapshots of the volume
     When the harness lists the snapshots with the first snapshot's ID
@@ -71,6 +108,10 @@ Feature: snapshots
   Scenario: ListSnapshots filtered by an unknown snapshot ID returns nothing
     A filter that matches nothing gives an empty list, even when other snapshots exist.
 
+    Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return the snapshots within the request's
+    parameters; a snapshot_id that matches none gives an empty list, and the spec defines no error
+    for it.
+
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
     When the harness lists the snapshots with a snapshot ID that does not exist
@@ -79,6 +120,9 @@ Feature: snapshots
 
   @CSI-SNAPSHOT-LIST-BY-SOURCE @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: ListSnapshots filtered by source volume returns that volume's snapshots only
+    Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return the snapshots within the request's
+    parameters, and a source_volume_id narrows the list to that volume's snapshots.
+
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
     And the plugin has created a second volume
@@ -91,6 +135,10 @@ Feature: snapshots
   Scenario: ListSnapshots filtered by an unknown source volume returns nothing
     A filter that matches nothing gives an empty list, even when other snapshots exist.
 
+    Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return the snapshots within the request's
+    parameters; a source_volume_id that matches none gives an empty list, and the spec defines no
+    error for it.
+
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
     When the harness lists the snapshots of a volume that does not exist
@@ -99,6 +147,10 @@ Feature: snapshots
 
   @CSI-SNAPSHOT-LIST-PAGINATION @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME @serial
   Scenario: ListSnapshots honours max_entries and next_token
+    Basis: CSI spec v1.12, ListSnapshots: with a non-zero max_entries the plugin MUST NOT return
+    more entries and MUST set next_token while more remain; the CO MAY see duplicates or gaps only
+    while snapshots are created or deleted during the walk.
+
     Given the plugin has created a volume
     And the plugin has created 3 snapshots of the volume
     When the harness lists the snapshots one page of 1 at a time
@@ -107,17 +159,27 @@ Feature: snapshots
 
   @CSI-SNAPSHOT-LIST-BAD-TOKEN @must @requires-LIST_SNAPSHOTS
   Scenario: ListSnapshots with an invalid starting token is refused
+    Basis: CSI spec v1.12, ListSnapshots Errors: a starting_token that is not valid MUST get
+    ABORTED.
+
     When the harness lists snapshots from an invalid starting token
     Then the call fails with ABORTED
 
   @CSI-SNAPSHOT-GET-NO-ID @must @requires-GET_SNAPSHOT
   Scenario: GetSnapshot without a snapshot ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, GetSnapshot: snapshot_id is REQUIRED.
+
     When the harness calls GetSnapshot without a snapshot ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-SNAPSHOT-GET @must @requires-GET_SNAPSHOT @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: GetSnapshot returns the snapshot with the given ID
     Other snapshots exist beside it: the answer must be the one asked for.
+
+    Basis: CSI spec v1.12, GetSnapshot: a plugin with GET_SNAPSHOT MUST implement it, and the
+    REQUIRED snapshot of its reply is the one the request's snapshot_id names, with its REQUIRED
+    source_volume_id and creation_time.
 
     Given the plugin has created a volume
     And the plugin has created 3 snapshots of the volume
@@ -127,5 +189,7 @@ Feature: snapshots
 
   @CSI-SNAPSHOT-GET-UNKNOWN @must @requires-GET_SNAPSHOT
   Scenario: GetSnapshot of a snapshot that does not exist is refused
+    Basis: CSI spec v1.12, GetSnapshot Errors: a snapshot that does not exist MUST get NOT_FOUND.
+
     When the harness gets a snapshot that does not exist
     Then the call fails with NOT_FOUND

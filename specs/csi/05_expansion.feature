@@ -6,22 +6,36 @@ Feature: expansion
 
   @CSI-EXPAND-CONTROLLER-NO-ID @must @requires-EXPAND_VOLUME
   Scenario: ControllerExpandVolume without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, ControllerExpandVolume: volume_id is REQUIRED.
+
     When the harness calls ControllerExpandVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-EXPAND-CONTROLLER-NO-CAPACITY @must @requires-EXPAND_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: ControllerExpandVolume without a capacity range is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, ControllerExpandVolume: capacity_range is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls ControllerExpandVolume without a capacity range
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-EXPAND-CONTROLLER-UNKNOWN @must @requires-EXPAND_VOLUME
   Scenario: ControllerExpandVolume of a volume that does not exist is refused
+    Basis: CSI spec v1.12, ControllerExpandVolume Errors and Error Scheme: a volume that does not
+    exist MUST get NOT_FOUND (each RPC's listed codes are ones the plugin MUST return).
+
     When the harness expands a volume that does not exist
     Then the call fails with NOT_FOUND
 
   @CSI-EXPAND-CONTROLLER @must @requires-EXPAND_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: ControllerExpandVolume grows a volume
+    Basis: CSI spec v1.12, ControllerExpandVolume: a plugin with EXPAND_VOLUME MUST implement it,
+    and the REQUIRED capacity_bytes reports the size after expansion, which MUST be at least
+    required_bytes (CapacityRange); Nomad nomad/csi_endpoint.go (expandVolume) records
+    capacity_bytes as the volume's capacity, and an error fails the expanding `nomad volume create`.
+
     Given the plugin has created a volume
     When the harness expands the volume to twice its size
     Then the call succeeds
@@ -31,6 +45,10 @@ Feature: expansion
   Scenario: ControllerExpandVolume to a size the volume already has succeeds
     A volume already at least as large as requested SHOULD give OK, without shrinking.
 
+    Basis: CSI spec v1.12, ControllerExpandVolume: the call MUST be idempotent, and a volume already
+    at least as large as requested SHOULD get OK; Nomad nomad/csi_endpoint.go (expandVolume) does
+    not call the plugin when the volume is already large enough, so it does not depend on this.
+
     Given the plugin has created a volume
     And the plugin has expanded the volume to twice its size
     When the harness expands the volume to its original size
@@ -39,23 +57,39 @@ Feature: expansion
 
   @CSI-EXPAND-NODE-NO-ID @must @requires-node-EXPAND_VOLUME
   Scenario: NodeExpandVolume without a volume ID is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeExpandVolume: volume_id is REQUIRED.
+
     When the harness calls NodeExpandVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-EXPAND-NODE-NO-PATH @must @requires-node-EXPAND_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: NodeExpandVolume without a volume path is refused
+    Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
+    INVALID_ARGUMENT; CSI spec v1.12, NodeExpandVolume: volume_path is REQUIRED.
+
     Given the plugin has created a volume
     When the harness calls NodeExpandVolume without a volume path
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-EXPAND-NODE-UNKNOWN @must @requires-node-EXPAND_VOLUME
   Scenario: NodeExpandVolume of a volume that does not exist is refused
+    Basis: CSI spec v1.12, NodeExpandVolume Errors and Error Scheme: a volume that does not exist
+    MUST get NOT_FOUND (each RPC's listed codes are ones the plugin MUST return).
+
     When the harness expands a volume that does not exist on the node
     Then the call fails with NOT_FOUND
 
   @CSI-EXPAND-NODE @must @requires-node-EXPAND_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: NodeExpandVolume after publishing
     Nomad calls NodeExpandVolume with the per-allocation target path as volume_path.
+
+    Basis: CSI spec v1.12, NodeExpandVolume: a plugin with node EXPAND_VOLUME MUST implement it for
+    volumes already node-published or node-staged (one whose filesystem cannot grow while published
+    MUST answer FAILED_PRECONDITION instead); Nomad nomad/csi_endpoint.go (nodeExpandVolume) and
+    client/pluginmanager/csimanager/volume.go (expandVolumeImpl): after a ControllerExpandVolume
+    that asks for it, Nomad calls it for every claim with the per-allocation target path as
+    volume_path, and an error fails the expansion.
 
     Given the plugin has created a volume
     And the volume is published to the node

@@ -10,6 +10,13 @@ Feature: block devices
     rw-block-device-single-node-writer in its paths; the target must be a block device as large
     as the volume, and what is written through it must read back.
 
+    Basis: CSI spec v1.12, NodePublishVolume: for a block access type the SP SHALL place the block
+    device at target_path and MUST ensure the CO can use it as described; CSI spec v1.12,
+    CreateVolume: the volume MUST be at least required_bytes; Nomad
+    client/allocrunner/taskrunner/volume_hook.go (prepareCSIVolumes) hands the target to the tasks
+    as their device, and a refused call fails the allocation in client/allocrunner/csi_hook.go
+    (Prerun).
+
     Given the plugin has created a block volume
     When Nomad claims the volume for an allocation
     Then every call of the claim succeeds
@@ -20,6 +27,11 @@ Feature: block devices
   Scenario: a block volume keeps its data from one claim to the next
     After the allocation stops (unpublish, unstage, controller unpublish) a new allocation that
     claims the volume sees what the first wrote.
+
+    Basis: CSI spec v1.12, Volume: the volume_id SHALL be what the CO uses in later calls to refer
+    to this volume, and NodeUnpublishVolume and NodeUnstageVolume MUST undo only the node-side work
+    of their counterparts, so a new claim presents the same storage; Nomad nomad/csi_endpoint.go
+    (Claim) claims the same volume ID for the new allocation.
 
     Given the plugin has created a block volume
     And Nomad has claimed the volume for an allocation
@@ -35,6 +47,11 @@ Feature: block devices
     allocation gets must refuse writes. A read-only bind mount alone does not stop writes to a
     device node.
 
+    Basis: CSI spec v1.12, NodePublishVolume: readonly is REQUIRED and, when true, the SP MUST
+    publish the volume read-only; Nomad client/allocrunner/taskrunner/volume_hook.go
+    (prepareCSIVolumes) bind-mounts the device read-only, which does not stop writes to a device
+    node, so the plugin is the only guard.
+
     Given the plugin has created a block volume
     When Nomad claims the volume read-only for an allocation
     Then every call of the claim succeeds
@@ -43,8 +60,17 @@ Feature: block devices
   @CSI-BLOCK-RELEASE @must
   Scenario: the release of a block volume leaves nothing behind
     Once the allocation is gone and the volume unstaged, nothing stays bound under Nomad's
-    directories and, when the device was a loop device, it is detached: an attached loop device
-    keeps its image's space and its number until reboot, and nothing in Nomad notices.
+    directories, and a loop device the claim itself attached (in NodeStageVolume or
+    NodePublishVolume) is detached: an attached loop device keeps its image's space and its number
+    until reboot, and nothing in Nomad notices. A loop device the plugin attached at CreateVolume
+    may stay until DeleteVolume.
+
+    Basis: CSI spec v1.12, NodeUnpublishVolume and NodeUnstageVolume: each MUST undo the work of its
+    counterpart, a loop device that stage or publish attached included, while a device attached at
+    CreateVolume is DeleteVolume's to remove; Nomad client/pluginmanager/csimanager/volume.go
+    (unpublishVolume): a target still bound cannot be removed and client/allocrunner/csi_hook.go
+    (unmountWithRetry) retries the release for up to 24 hours, while nothing in Nomad notices a
+    leaked loop device.
 
     Given the plugin has created a block volume
     And Nomad has claimed the volume for an allocation
