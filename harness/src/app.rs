@@ -194,6 +194,7 @@ fn list(args: &ListArgs) -> Result<i32, HarnessError> {
                         "level": c.level,
                         "title": c.title,
                         "text": c.text,
+                        "basis": c.basis,
                         "kind": c.kind,
                         "operation": c.operation,
                         "file": c.key.file,

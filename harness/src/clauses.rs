@@ -34,6 +34,9 @@ pub struct Clause {
     pub title: String,
     /// The scenario's description: what the clause requires and why.
     pub text: String,
+    /// What the clause rests on: the spec section and its RFC 2119 word, or the Nomad source
+    /// file and what Nomad does (the description's `Basis:` paragraph).
+    pub basis: Option<String>,
     pub kind: String,
     pub operation: String,
     pub key: CaseKey,
@@ -127,17 +130,21 @@ impl ClauseSet {
                         prev.file, prev.line
                     )));
                 }
+                let (text, basis) = split_basis(
+                    &scenario
+                        .description
+                        .as_deref()
+                        .map(normalise_text)
+                        .unwrap_or_default(),
+                );
                 by_key.insert(
                     key.clone(),
                     Clause {
                         id: (*id).clone(),
                         level: *level,
                         title: scenario.name.clone(),
-                        text: scenario
-                            .description
-                            .as_deref()
-                            .map(normalise_text)
-                            .unwrap_or_default(),
+                        text,
+                        basis,
                         kind: kind.to_string(),
                         operation,
                         key,
@@ -164,6 +171,23 @@ fn is_segment(p: &str) -> bool {
     !p.is_empty()
         && p.chars()
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+}
+
+/// The clause text without its `Basis:` paragraph, and that paragraph's content. (The Gherkin
+/// parser does not keep blank lines in descriptions, so the paragraph is found by its opening
+/// word: `Basis:` at the start of the text or after whitespace.)
+fn split_basis(text: &str) -> (String, Option<String>) {
+    let at = text
+        .match_indices("Basis:")
+        .map(|(i, _)| i)
+        .find(|&i| i == 0 || text[..i].ends_with(char::is_whitespace));
+    match at {
+        Some(i) => (
+            text[..i].trim_end().to_string(),
+            Some(text[i + "Basis:".len()..].trim().to_string()),
+        ),
+        None => (text.to_string(), None),
+    }
 }
 
 /// Re-flow a Gherkin description: lines joined, blank lines kept as paragraph breaks.
@@ -228,6 +252,34 @@ mod tests {
                 c.id
             );
         }
+    }
+
+    #[test]
+    fn every_csi_clause_names_its_basis() {
+        let features = parse(&spec_files("csi", &SpecSource::Embedded).unwrap()).unwrap();
+        let set = ClauseSet::from_features("csi", &features).unwrap();
+        for c in set.iter() {
+            let basis = c.basis.as_deref().unwrap_or_default();
+            assert!(
+                basis.starts_with("CSI spec") || basis.starts_with("Nomad"),
+                "{} has no basis naming the CSI spec or Nomad: {basis:?}",
+                c.id
+            );
+            assert!(!c.text.contains("Basis:"), "{}", c.id);
+        }
+        let second = set
+            .iter()
+            .find(|c| c.id == "CSI-NODE-PUBLISH-SECOND-TARGET")
+            .unwrap();
+        assert_eq!(second.level, Level::Should, "the spec's table says SHOULD");
+    }
+
+    #[test]
+    fn basis_is_split_from_the_text() {
+        let (text, basis) = split_basis("What it needs. Basis: CSI spec v1.12, X: MUST.");
+        assert_eq!(text, "What it needs.");
+        assert_eq!(basis.as_deref(), Some("CSI spec v1.12, X: MUST."));
+        assert_eq!(split_basis("Only text.").1, None);
     }
 
     #[test]

@@ -315,6 +315,7 @@ fn case_of(clause: &crate::clauses::Clause, verdict: Verdict, rerun: String) -> 
         level: clause.level,
         title: clause.title.clone(),
         text: clause.text.clone(),
+        basis: clause.basis.clone(),
         kind: clause.kind.clone(),
         operation: clause.operation.clone(),
         spec_file: clause.key.file.clone(),

@@ -48,6 +48,7 @@ struct CaseView {
     verdict: &'static str,
     duration: String,
     text: String,
+    basis: Option<String>,
     reason: Option<String>,
     /// The clause that blocked this one.
     blocked_by: Option<String>,
@@ -204,6 +205,7 @@ fn case_view(case: &Case, record: &RunRecord) -> CaseView {
         verdict: case.verdict.as_str(),
         duration: fmt_ms(case.duration_ms as f64),
         text: case.text.clone(),
+        basis: case.basis.clone(),
         reason: case.reason.clone(),
         blocked_by: case.blocked_by.clone(),
         blocks: record

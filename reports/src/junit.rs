@@ -157,6 +157,11 @@ fn failure_body(case: &Case, reason: &str) -> String {
         body.push_str(&case.text);
         body.push('\n');
     }
+    if let Some(basis) = &case.basis {
+        body.push_str("Basis: ");
+        body.push_str(basis);
+        body.push('\n');
+    }
     body.push('\n');
     body.push_str(reason);
     if let Some(rerun) = &case.rerun {

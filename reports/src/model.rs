@@ -103,6 +103,10 @@ pub struct Case {
     pub title: String,
     /// What the clause requires and why, from the scenario's description.
     pub text: String,
+    /// What the clause rests on: the spec section and its RFC 2119 word, or the Nomad source
+    /// and what Nomad does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
     /// Plugin kind and operation: together they form the JUnit classname `<kind>.<operation>`.
     pub kind: String,
     pub operation: String,
@@ -439,6 +443,7 @@ mod tests {
             level: *level,
             title: String::new(),
             text: String::new(),
+            basis: None,
             kind: "dhv".into(),
             operation: "x".into(),
             spec_file: String::new(),

@@ -104,6 +104,9 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
             if !case.text.is_empty() {
                 let _ = writeln!(out, "{}", case.text);
             }
+            if let Some(basis) = &case.basis {
+                let _ = writeln!(out, "basis: {basis}");
+            }
             if let Some(reason) = &case.reason {
                 let _ = writeln!(out, "{reason}");
             }
