@@ -1,0 +1,523 @@
+//! The server side of the Variables API: Apply (set, cas, delete, lock-acquire,
+//! lock-release), Read, List and RenewLock, as `nomad/variables_endpoint.go` does them.
+//!
+//! Source: contract B.2/B.3/C. Order of checks in Apply: namespace from the body if set, else
+//! the request; ACL (`write`, or `destroy` for deletes; 403 "Permission denied"); then
+//! canonicalize and validate (400, with Nomad's doubly wrapped `RPC Error:: 400,` texts);
+//! then the state operation, which always consumes a raft index. Responses: the written
+//! metadata plus the request's items, with `Lock` shown only to its holder or management; a
+//! conflict shows namespace and path only for placeholders, the stored variable if the caller
+//! may `read` it, and only metadata otherwise. Read and List honour the workload claim and
+//! strip `Lock` for non-management callers. Renew checks `write`, then the variable, the lock,
+//! the ID, and the leader's timer, and writes nothing to state.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use serde_json::Value;
+
+use crate::acl::{AclConfig, Caller, Capability};
+use crate::clock::Clock;
+use crate::history::{History, LockEventKind};
+use crate::locks::LockTimers;
+use crate::profile::{Profile, nanos};
+use crate::store::{Conflict, StateError, StateResult, Store};
+use crate::validate::{self, SIZE_LIMIT, WILDCARD_NAMESPACE, multierror, validate_lock};
+use crate::wire::{RequestVariable, Variable, VariableLock, VariableMetadata};
+use crate::wire::{metadata_json, variable_json};
+
+/// How lock-release answers the two state errors "variable doesn't exist" and "variable
+/// doesn't hold a lock".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReleaseErrorMode {
+    /// As the contract (B.2) states: 404 and 409.
+    #[default]
+    Contract,
+    /// 500 for both: the state store returns these as plain (uncoded) errors, which Nomad's
+    /// HTTP layer turns into 500 (`errCodeFromHandler`).
+    PlainErrors,
+}
+
+/// An HTTP error answer: status and plain-text body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HttpError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl HttpError {
+    pub(crate) fn new(status: u16, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn denied() -> Self {
+        Self::new(403, "Permission denied")
+    }
+
+    /// A 400 whose text keeps one `RPC Error:: 400,` prefix (coded twice in Nomad).
+    fn wrapped(message: &str) -> Self {
+        Self::new(400, format!("RPC Error:: 400,{message}"))
+    }
+}
+
+/// The variable operations of Apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Set,
+    Cas(u64),
+    Delete,
+    DeleteCas(u64),
+    LockAcquire,
+    LockRelease,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Set => "set",
+            Op::Cas(_) => "cas",
+            Op::Delete => "delete",
+            Op::DeleteCas(_) => "delete-cas",
+            Op::LockAcquire => "lock-acquire",
+            Op::LockRelease => "lock-release",
+        }
+    }
+}
+
+/// A successful Apply: either the output (with the raft index) or a conflict.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ApplyOutcome {
+    Output { body: Option<Value>, index: u64 },
+    Conflict { body: Value, modify_index: u64 },
+}
+
+/// State plus the leader's in-memory timers, under one lock.
+#[derive(Debug, Default)]
+pub(crate) struct Core {
+    pub store: Store,
+    pub timers: LockTimers,
+}
+
+/// Everything the HTTP layer and the handle share.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub profile: Profile,
+    pub clock: Arc<dyn Clock>,
+    pub release_errors: ReleaseErrorMode,
+    pub core: Mutex<Core>,
+    pub acl: RwLock<AclConfig>,
+    pub history: Mutex<History>,
+}
+
+/// Locks a mutex even if a panicking thread poisoned it.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Engine {
+    pub(crate) fn new(
+        profile: Profile,
+        clock: Arc<dyn Clock>,
+        acl: AclConfig,
+        release_errors: ReleaseErrorMode,
+    ) -> Self {
+        Self {
+            profile,
+            clock,
+            release_errors,
+            core: Mutex::new(Core::default()),
+            acl: RwLock::new(acl),
+            history: Mutex::new(History::default()),
+        }
+    }
+
+    /// Resolves a token; `None` for an unknown token with ACLs on.
+    pub(crate) fn caller(&self, secret: &str) -> Option<Caller> {
+        self.acl
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .resolve(secret)
+    }
+
+    pub(crate) fn record(&self, namespace: &str, path: &str, kind: LockEventKind) {
+        let (at, wall) = (self.clock.now(), self.clock.wall());
+        lock(&self.history).push_event(at, wall, namespace, path, kind);
+    }
+
+    /// Nomad's `Variables.Apply`.
+    pub(crate) fn apply(
+        self: &Arc<Self>,
+        op: Op,
+        mut var: RequestVariable,
+        request_namespace: &str,
+        caller: &Caller,
+    ) -> Result<ApplyOutcome, HttpError> {
+        if var.metadata.namespace.is_empty() {
+            var.metadata.namespace = request_namespace.to_string();
+        }
+        let namespace = var.metadata.namespace.clone();
+        let path = var.metadata.path.clone();
+        let needed = match op {
+            Op::Delete | Op::DeleteCas(_) => Capability::Destroy,
+            _ => Capability::Write,
+        };
+        if !caller.allows(&namespace, &path, needed, false) {
+            return Err(HttpError::denied());
+        }
+        self.canonicalize_and_validate(op, &mut var)?;
+        let can_read = caller.allows(&namespace, &path, Capability::Read, false);
+        let request_lock = var.metadata.lock.clone();
+        let items = var.items.clone().unwrap_or_default();
+        let now = self.clock.unix_nanos();
+        let stored = Variable {
+            metadata: VariableMetadata {
+                create_time: now,
+                modify_time: now,
+                ..var.metadata.clone()
+            },
+            items: items.clone(),
+        };
+
+        let mut core = lock(&self.core);
+        let index = core.store.next_index();
+        let held = core
+            .store
+            .get(&namespace, &path)
+            .and_then(|v| v.metadata.lock.clone());
+        let request_id = request_lock.as_ref().map(|l| l.id.clone());
+        let result = match op {
+            Op::Set => core.store.set(index, stored),
+            Op::Cas(cas) => core.store.set_cas(index, stored, cas),
+            Op::Delete => core.store.delete(index, &namespace, &path),
+            Op::DeleteCas(cas) => core.store.delete_cas(index, &namespace, &path, cas),
+            Op::LockAcquire => core.store.lock_acquire(index, stored),
+            Op::LockRelease => {
+                core.store
+                    .lock_release(index, &namespace, &path, request_id.as_deref())
+            }
+        };
+
+        match result {
+            StateResult::Ok(written) => {
+                self.after_write(
+                    &mut core,
+                    op,
+                    &namespace,
+                    &path,
+                    request_lock.as_ref(),
+                    held.as_ref(),
+                );
+                let body = written.map(|mut meta| {
+                    let owner =
+                        matches!((&request_lock, &meta.lock), (Some(r), Some(s)) if r.id == s.id);
+                    if !(owner || caller.is_management()) {
+                        meta.lock = None;
+                    }
+                    variable_json(&meta, &items)
+                });
+                Ok(ApplyOutcome::Output { body, index })
+            }
+            StateResult::Error(err) => {
+                let status = match (self.release_errors, err) {
+                    (ReleaseErrorMode::PlainErrors, _) => 500,
+                    (ReleaseErrorMode::Contract, StateError::VariableMissing) => 404,
+                    (ReleaseErrorMode::Contract, StateError::LockMissing) => 409,
+                };
+                self.record(
+                    &namespace,
+                    &path,
+                    LockEventKind::ReleaseRefused {
+                        lock_id: request_id.unwrap_or_default(),
+                        status,
+                        reason: err.message().to_string(),
+                    },
+                );
+                drop(core);
+                Err(HttpError::new(status, err.message()))
+            }
+            StateResult::Conflict(conflict) => {
+                // History is written under the state lock so its order is the state's order.
+                self.record_conflict(
+                    op,
+                    &namespace,
+                    &path,
+                    request_id,
+                    held.as_ref(),
+                    conflict.placeholder,
+                );
+                drop(core);
+                let modify_index = conflict.variable.metadata.modify_index;
+                Ok(ApplyOutcome::Conflict {
+                    body: conflict_body(conflict, can_read),
+                    modify_index,
+                })
+            }
+        }
+    }
+
+    /// Timers and history after a successful write.
+    fn after_write(
+        self: &Arc<Self>,
+        core: &mut Core,
+        op: Op,
+        namespace: &str,
+        path: &str,
+        request_lock: Option<&VariableLock>,
+        held: Option<&VariableLock>,
+    ) {
+        let Some(lock) = request_lock else { return };
+        let kind = match op {
+            Op::LockAcquire => {
+                let timer_started = self.create_ttl_timer(core, namespace, path, lock);
+                LockEventKind::Acquired {
+                    lock_id: lock.id.clone(),
+                    ttl: lock.ttl(),
+                    lock_delay: lock.lock_delay(),
+                    reacquired: held.is_some_and(|h| h.id == lock.id),
+                    timer_started,
+                }
+            }
+            Op::LockRelease => {
+                self.remove_ttl_timer(core, &lock.id);
+                LockEventKind::Released {
+                    lock_id: lock.id.clone(),
+                }
+            }
+            Op::Set | Op::Cas(_) => LockEventKind::LockWrittenBySet {
+                lock_id: lock.id.clone(),
+                timer_running: core.timers.has_ttl(&lock.id),
+            },
+            Op::Delete | Op::DeleteCas(_) => return,
+        };
+        self.record(namespace, path, kind);
+    }
+
+    fn record_conflict(
+        &self,
+        op: Op,
+        namespace: &str,
+        path: &str,
+        request_id: Option<String>,
+        held: Option<&VariableLock>,
+        placeholder: bool,
+    ) {
+        let held_id = held.map(|l| l.id.clone()).unwrap_or_default();
+        let kind = match op {
+            Op::LockAcquire => LockEventKind::AcquireConflict {
+                requested_lock_id: request_id,
+                held_lock_id: held_id,
+            },
+            Op::LockRelease => LockEventKind::ReleaseRefused {
+                lock_id: request_id.unwrap_or_default(),
+                status: 409,
+                reason: "lock held under another ID".to_string(),
+            },
+            // Lock refusals answer with a placeholder; cas mismatches with the stored variable.
+            _ if held.is_some() && placeholder => LockEventKind::WriteRefused {
+                operation: op.name().to_string(),
+                held_lock_id: held_id,
+            },
+            _ => return,
+        };
+        self.record(namespace, path, kind);
+    }
+
+    /// `canonicalizeAndValidate`.
+    fn canonicalize_and_validate(
+        &self,
+        op: Op,
+        var: &mut RequestVariable,
+    ) -> Result<(), HttpError> {
+        let profile = &self.profile;
+        match op {
+            Op::LockAcquire => {
+                let lock = var.metadata.lock.get_or_insert_with(VariableLock::default);
+                canonicalize_lock(lock, profile);
+                if var.metadata.namespace == "*" {
+                    return Err(HttpError::wrapped(&multierror(&[WILDCARD_NAMESPACE])));
+                }
+                let items = var.items.clone().unwrap_or_default();
+                if validate::items_size(&items) > profile.max_variable_size {
+                    return Err(HttpError::wrapped(SIZE_LIMIT));
+                }
+                validate::validate_path(&var.metadata.path).map_err(|m| HttpError::wrapped(&m))?;
+                validate_lock(lock, profile).map_err(|m| HttpError::wrapped(&m))
+            }
+            Op::Set | Op::Cas(_) => {
+                if let Some(lock) = &var.metadata.lock
+                    && (lock.ttl_nanos != 0 || lock.lock_delay_nanos != 0)
+                {
+                    return Err(HttpError::wrapped(
+                        "RPC Error:: 400,variable should not contain lock definition",
+                    ));
+                }
+                if let Some(lock) = var.metadata.lock.as_mut() {
+                    canonicalize_lock(lock, profile);
+                }
+                if var.metadata.namespace == "*" {
+                    return Err(HttpError::wrapped(WILDCARD_NAMESPACE));
+                }
+                let items = var.items.clone().unwrap_or_default();
+                if items.is_empty() {
+                    return Err(HttpError::wrapped("empty variables are invalid"));
+                }
+                if validate::items_size(&items) > profile.max_variable_size {
+                    return Err(HttpError::wrapped(SIZE_LIMIT));
+                }
+                validate::validate_path(&var.metadata.path).map_err(|m| HttpError::wrapped(&m))?;
+                match &var.metadata.lock {
+                    Some(lock) => validate_lock(lock, profile).map_err(|m| HttpError::wrapped(&m)),
+                    None => Ok(()),
+                }
+            }
+            Op::Delete | Op::DeleteCas(_) => {
+                if var.metadata.path.is_empty() {
+                    return Err(HttpError::wrapped("delete requires a Path"));
+                }
+                Ok(())
+            }
+            Op::LockRelease => {
+                if var.metadata.lock.as_ref().is_none_or(|l| l.id.is_empty()) {
+                    return Err(HttpError::wrapped("missing lock information"));
+                }
+                if var.items.is_some() {
+                    return Err(HttpError::wrapped(
+                        "lock release operation doesn't take variable items",
+                    ));
+                }
+                validate::validate_path(&var.metadata.path).map_err(|m| HttpError::new(400, m))
+            }
+        }
+    }
+
+    /// Nomad's `Variables.Read`: the variable (if any) and the index to report.
+    pub(crate) fn read(
+        &self,
+        namespace: &str,
+        path: &str,
+        caller: &Caller,
+    ) -> Result<(Option<Value>, u64), HttpError> {
+        if !caller.allows(namespace, path, Capability::Read, true) {
+            return Err(HttpError::denied());
+        }
+        let core = lock(&self.core);
+        Ok(match core.store.get(namespace, path) {
+            Some(var) => {
+                let mut meta = var.metadata.clone();
+                if !caller.is_management() {
+                    meta.lock = None;
+                }
+                (Some(variable_json(&meta, &var.items)), meta.modify_index)
+            }
+            None => (None, core.store.table_index()),
+        })
+    }
+
+    /// Nomad's `Variables.List` (namespace `*` lists every namespace).
+    pub(crate) fn list(&self, namespace: &str, prefix: &str, caller: &Caller) -> (Value, u64) {
+        let core = lock(&self.core);
+        let items = core
+            .store
+            .all()
+            .filter(|v| namespace == "*" || v.metadata.namespace == namespace)
+            .filter(|v| v.metadata.path.starts_with(prefix))
+            .filter(|v| {
+                caller.allows(
+                    &v.metadata.namespace,
+                    &v.metadata.path,
+                    Capability::List,
+                    true,
+                )
+            })
+            .map(|v| {
+                let mut meta = v.metadata.clone();
+                if !caller.is_management() {
+                    meta.lock = None;
+                }
+                Value::Object(metadata_json(&meta))
+            })
+            .collect();
+        (Value::Array(items), core.store.table_index())
+    }
+
+    /// Nomad's `Variables.RenewLock`: resets the leader's timer, writes nothing.
+    pub(crate) fn renew(
+        self: &Arc<Self>,
+        namespace: &str,
+        path: &str,
+        lock_id: &str,
+        caller: &Caller,
+    ) -> Result<Value, HttpError> {
+        if !caller.allows(namespace, path, Capability::Write, false) {
+            return Err(HttpError::denied());
+        }
+        if lock_id.is_empty() {
+            return Err(HttpError::new(500, multierror(&["missing lock ID"])));
+        }
+        let mut core = lock(&self.core);
+        let outcome = match core.store.get(namespace, path).cloned() {
+            None => Err(HttpError::new(404, "variable doesn't exist")),
+            Some(var) => match &var.metadata.lock {
+                None => Err(HttpError::new(409, "variable doesn't hold a lock")),
+                Some(held) if held.id != lock_id => {
+                    Err(HttpError::new(409, "attempting to modify locked variable"))
+                }
+                Some(held) => {
+                    if self.renew_ttl_timer(&mut core, held) {
+                        Ok(Value::Object(metadata_json(&var.metadata)))
+                    } else {
+                        Err(HttpError::new(409, "attempting to modify locked variable"))
+                    }
+                }
+            },
+        };
+        let kind = match &outcome {
+            Ok(_) => LockEventKind::Renewed {
+                lock_id: lock_id.to_string(),
+            },
+            Err(err) => LockEventKind::RenewRefused {
+                lock_id: lock_id.to_string(),
+                status: err.status,
+                reason: err.message.clone(),
+            },
+        };
+        self.record(namespace, path, kind);
+        drop(core);
+        outcome
+    }
+}
+
+/// `VariableLock.Canonicalize`: new ID, default delay, default TTL.
+fn canonicalize_lock(lock: &mut VariableLock, profile: &Profile) {
+    if lock.id.is_empty() {
+        lock.id = uuid::Uuid::new_v4().to_string();
+    }
+    if lock.lock_delay_nanos == 0 {
+        lock.lock_delay_nanos = nanos(profile.lock_delay_default);
+    }
+    if lock.ttl_nanos == 0 {
+        lock.ttl_nanos = nanos(profile.lock_ttl_default);
+    }
+}
+
+/// The body of a 409 (`makeVariablesApplyResponse`).
+fn conflict_body(conflict: Conflict, can_read: bool) -> Value {
+    let Conflict {
+        variable,
+        placeholder,
+    } = conflict;
+    if !can_read {
+        Value::Object(metadata_json(&variable.metadata))
+    } else if placeholder {
+        let meta = VariableMetadata {
+            namespace: variable.metadata.namespace,
+            path: variable.metadata.path,
+            ..Default::default()
+        };
+        Value::Object(metadata_json(&meta))
+    } else {
+        variable_json(&variable.metadata, &variable.items)
+    }
+}
