@@ -102,9 +102,10 @@ Feature: controller
     When the harness creates a volume with a 128-character name
     Then the call succeeds
 
-  @CSI-CONTROLLER-CREATE-FROM-SNAPSHOT @must @requires-CREATE_DELETE_VOLUME @requires-CREATE_DELETE_SNAPSHOT
+  @CSI-CONTROLLER-CREATE-FROM-SNAPSHOT @must @requires-CREATE_DELETE_VOLUME @requires-CREATE_DELETE_SNAPSHOT @attaches-2
   Scenario: CreateVolume from a snapshot
-    A volume_content_source naming an existing snapshot creates a volume from it.
+    A volume_content_source naming an existing snapshot creates a volume from it, holding the
+    snapshot's data (looked at through a claim when the plugin has both services).
 
     Basis: CSI spec v1.12, CreateVolume (VolumeContentSource): a plugin with CREATE_DELETE_SNAPSHOT
     is REQUIRED to support creating a volume from a snapshot (the overview's MAY is overridden by
@@ -113,10 +114,12 @@ Feature: controller
     content_source.
 
     Given the plugin has created a volume
+    And a file is written into the volume, when the plugin has both services
     And the plugin has created a snapshot of the volume
     When the harness creates a volume from the snapshot
     Then the call succeeds
-    And the volume's content source is the snapshot
+    And the volume's content source, if set, is the snapshot
+    And the new volume holds the file, when the plugin has both services
 
   @CSI-CONTROLLER-CREATE-FROM-MISSING-SNAPSHOT @must @requires-CREATE_DELETE_VOLUME @requires-CREATE_DELETE_SNAPSHOT
   Scenario: CreateVolume from a snapshot that does not exist is refused
@@ -128,9 +131,10 @@ Feature: controller
     When the harness creates a volume from a snapshot that does not exist
     Then the call fails with NOT_FOUND
 
-  @CSI-CONTROLLER-CREATE-FROM-VOLUME @must @requires-CREATE_DELETE_VOLUME @requires-CLONE_VOLUME
+  @CSI-CONTROLLER-CREATE-FROM-VOLUME @must @requires-CREATE_DELETE_VOLUME @requires-CLONE_VOLUME @attaches-2
   Scenario: CreateVolume from another volume
-    A volume_content_source naming an existing volume clones it.
+    A volume_content_source naming an existing volume clones it, data included (looked at through
+    a claim when the plugin has both services).
 
     Basis: CSI spec v1.12, CreateVolume (VolumeContentSource): a plugin reporting CLONE_VOLUME MUST
     support creating a volume from another volume, while the reply's content_source is OPTIONAL;
@@ -138,9 +142,11 @@ Feature: controller
     does not read content_source.
 
     Given the plugin has created a volume
+    And a file is written into the volume, when the plugin has both services
     When the harness creates a volume from that volume
     Then the call succeeds
-    And the volume's content source is the first volume
+    And the volume's content source, if set, is the first volume
+    And the new volume holds the file, when the plugin has both services
 
   @CSI-CONTROLLER-CREATE-FROM-MISSING-VOLUME @must @requires-CREATE_DELETE_VOLUME @requires-CLONE_VOLUME
   Scenario: CreateVolume from a volume that does not exist is refused
@@ -214,7 +220,7 @@ Feature: controller
     Given the plugin has created a volume
     When the harness validates the volume's own capabilities
     Then the call succeeds
-    And the capabilities are confirmed
+    And any confirmed capabilities are the ones asked for
 
   @CSI-CONTROLLER-VALIDATE-UNKNOWN @must
   Scenario: ValidateVolumeCapabilities of a volume that does not exist is refused
@@ -286,7 +292,9 @@ Feature: controller
 
   @CSI-CONTROLLER-PUBLISH-INCOMPATIBLE @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: ControllerPublishVolume again with an incompatible capability is refused
-    A volume already published to the node with another read-only setting is ALREADY_EXISTS.
+    A volume already published to the node with another read-only setting is ALREADY_EXISTS. A
+    plugin without the PUBLISH_READONLY capability may instead refuse readonly=true as an invalid
+    argument (the CO must not send it to such a plugin).
 
     Basis: CSI spec v1.12, ControllerPublishVolume Errors: a volume already published to the node
     but incompatible with the requested volume_capability or readonly flag MUST get ALREADY_EXISTS.
@@ -294,7 +302,7 @@ Feature: controller
     Given the plugin has created a volume
     And the plugin has published the volume to the node
     When the harness publishes the volume to the node again read-only
-    Then the call fails with ALREADY_EXISTS
+    Then the call fails with ALREADY_EXISTS, or INVALID_ARGUMENT without PUBLISH_READONLY
 
   @CSI-CONTROLLER-UNPUBLISH-NO-VOLUME-ID @must @requires-PUBLISH_UNPUBLISH_VOLUME
   Scenario: ControllerUnpublishVolume without a volume ID is refused

@@ -1,4 +1,4 @@
-@csi
+@csi @requires-node
 Feature: node
   The Node service mounts volumes on the client: NodeStageVolume once per volume and node into
   Nomad's staging directory, NodePublishVolume once per allocation into its per-allocation
@@ -50,6 +50,7 @@ Feature: node
     INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: staging_target_path is REQUIRED.
 
     Given the plugin has created a volume
+    And the volume is published to the node
     When the harness calls NodeStageVolume without a staging target path
     Then the call fails with INVALID_ARGUMENT
 
@@ -59,6 +60,7 @@ Feature: node
     INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: volume_capability is REQUIRED.
 
     Given the plugin has created a volume
+    And the volume is published to the node
     When the harness calls NodeStageVolume without a volume capability
     Then the call fails with INVALID_ARGUMENT
 
@@ -119,6 +121,8 @@ Feature: node
     INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: target_path is REQUIRED.
 
     Given the plugin has created a volume
+    And the volume is published to the node
+    And the volume is staged for the node
     When the harness calls NodePublishVolume without a target path
     Then the call fails with INVALID_ARGUMENT
 
@@ -128,6 +132,8 @@ Feature: node
     INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: volume_capability is REQUIRED.
 
     Given the plugin has created a volume
+    And the volume is published to the node
+    And the volume is staged for the node
     When the harness calls NodePublishVolume without a volume capability
     Then the call fails with INVALID_ARGUMENT
 
@@ -147,10 +153,10 @@ Feature: node
     And the volume is published to the node
     And the plugin has staged the volume
     When the harness publishes the volume for an allocation without a staging path
-    Then the call fails with FAILED_PRECONDITION
+    Then the call fails with FAILED_PRECONDITION or INVALID_ARGUMENT
 
   @CSI-NODE-PUBLISH-MOUNTS @must @requires-CREATE_DELETE_VOLUME
-  Scenario: NodePublishVolume mounts the volume at the target path
+  Scenario: NodePublishVolume makes the volume writable at the target path
     Nomad bind-mounts the target path into the allocation's tasks: after NodePublishVolume it must
     hold the volume, writable, and a file written there must be there again at a new target after
     NodeUnpublishVolume and a new NodePublishVolume. What the staging path shows is left to the
@@ -169,8 +175,11 @@ Feature: node
     And the volume is staged for the node
     When the harness publishes the volume for an allocation
     Then the call succeeds
-    And the target path is a mount point
-    And a file written at the target path is kept by the volume
+    And a file can be written at the target path
+    When the harness unpublishes the volume for the allocation
+    And the harness publishes the volume for another allocation
+    Then the call succeeds
+    And the new target path holds the file written at the first
 
   @CSI-NODE-PUBLISH-IDEMPOTENT @must @requires-CREATE_DELETE_VOLUME
   Scenario: NodePublishVolume is idempotent
@@ -283,6 +292,9 @@ Feature: node
     INVALID_ARGUMENT; CSI spec v1.12, NodeGetVolumeStats: volume_path is REQUIRED.
 
     Given the plugin has created a volume
+    And the volume is published to the node
+    And the volume is staged for the node
+    And the plugin has published the volume for an allocation
     When the harness calls NodeGetVolumeStats without a volume path
     Then the call fails with INVALID_ARGUMENT
 
@@ -321,4 +333,4 @@ Feature: node
     And the plugin has published the volume for an allocation
     When the harness asks for the stats of the volume at its target path
     Then the call succeeds
-    And the usage has a total and is not negative
+    And every usage entry has a unit and a total, and nothing negative

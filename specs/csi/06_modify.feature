@@ -10,7 +10,7 @@ Feature: modify
     When the harness calls ControllerModifyVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-MODIFY-UNKNOWN @must @requires-MODIFY_VOLUME
+  @CSI-MODIFY-UNKNOWN @must @requires-MODIFY_VOLUME @requires-mutable-parameters
   Scenario: ControllerModifyVolume of a volume that does not exist is refused
     Basis: CSI spec v1.12, ControllerModifyVolume Errors and Error Scheme: a volume that does not
     exist MUST get NOT_FOUND (each RPC's listed codes are ones the plugin MUST return).

@@ -5,8 +5,8 @@ Feature: nomad
   sharing a volume on one node, Nomad's tolerance of NOT_FOUND on release, the per-node volume
   limit, concurrent creates, and repeated lifecycles.
 
-  @CSI-NOMAD-CLAIM @must @requires-CREATE_DELETE_VOLUME
-  Scenario: the claim sequence mounts the volume for the allocation
+  @CSI-NOMAD-CLAIM @must @requires-node @requires-CREATE_DELETE_VOLUME
+  Scenario: the claim sequence gives the allocation the volume
     Nomad calls ControllerPublishVolume (when the controller publishes) with the node ID from
     NodeGetInfo, then NodeStageVolume at <base>/staging/<namespace>/<volume>/<usage> (when the node
     stages), then NodePublishVolume at <base>/per-alloc/<alloc>/<volume>/<usage>, whose parent it
@@ -22,9 +22,30 @@ Feature: nomad
     Given the plugin has created a volume
     When Nomad claims the volume for an allocation
     Then every call of the claim succeeds
-    And the allocation's target path shows the volume
+    And the allocation's target path is a writable directory
 
-  @CSI-NOMAD-RELEASE @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NOMAD-KEEPS-DATA @must @requires-node @requires-CREATE_DELETE_VOLUME
+  Scenario: a volume keeps its data from one claim to the next
+    What an allocation writes at its target path is there for the next allocation that claims the
+    volume, after the first one's release (unpublish, unstage, controller unpublish). Nothing is
+    required of the staging path: a plugin may publish straight from its backing store.
+
+    Basis: CSI spec v1.12, Volume: the volume_id SHALL keep referring to the same volume in later
+    calls, and NodeUnpublishVolume and NodeUnstageVolume undo the publish and the stage, not the
+    volume; Nomad client/allocrunner/csi_hook.go (Prerun, Postrun): every allocation reaches a
+    claimed volume through a new claim at its own target path, and a volume is where a job keeps
+    data from one allocation to the next: a target that does not reach the volume loses what the
+    task wrote, with no error anywhere.
+
+    Given the plugin has created a volume
+    And Nomad has claimed the volume for an allocation
+    And the allocation has written a file at its target path
+    When Nomad releases the volume for the allocation
+    And Nomad claims the volume for a new allocation
+    Then every call of the claim succeeds
+    And the new allocation's target path holds the file the first wrote
+
+  @CSI-NOMAD-RELEASE @must @requires-node @requires-CREATE_DELETE_VOLUME
   Scenario: the release sequence undoes the claim
     Once the allocation stops, Nomad calls NodeUnpublishVolume, NodeUnstageVolume (when no other
     allocation on the node uses the volume) and ControllerUnpublishVolume; afterwards nothing of
@@ -46,7 +67,7 @@ Feature: nomad
     And nothing stays mounted under the staging and allocation directories
     And the volume can be deleted
 
-  @CSI-NOMAD-RELEASE-AGAIN @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NOMAD-RELEASE-AGAIN @must @requires-node @requires-CREATE_DELETE_VOLUME
   Scenario: releasing again succeeds or reports NOT_FOUND
     Nomad retries a release after any failure and treats NOT_FOUND from NodeUnpublishVolume,
     NodeUnstageVolume and ControllerUnpublishVolume as success; any other error keeps the
@@ -65,7 +86,7 @@ Feature: nomad
     When Nomad releases the volume for the allocation again
     Then every call of the release succeeds or fails with NOT_FOUND
 
-  @CSI-NOMAD-SHARED-VOLUME @must @requires-CREATE_DELETE_VOLUME @requires-multi-writer
+  @CSI-NOMAD-SHARED-VOLUME @must @requires-node @requires-CREATE_DELETE_VOLUME @requires-multi-writer
   Scenario: two allocations on one node share a volume
     With a multi-writer access mode, two allocations on one node claim the same volume exactly as
     Nomad does: NodeStageVolume is skipped only when the staging directory is already a mount point,
@@ -85,15 +106,14 @@ Feature: nomad
     Given the plugin has created a multi-writer volume
     When Nomad claims the volume for two allocations on the node
     Then every call of the claims succeeds
-    And the volume was staged once
     And a file written by the first allocation is seen by the second
     When Nomad releases the volume for the first allocation
     Then the second allocation still sees the volume
     When Nomad releases the volume for the second allocation
     Then nothing stays mounted under the staging and allocation directories
 
-  @CSI-NOMAD-MAX-VOLUMES-PER-NODE @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME @requires-max-volumes @serial
-  Scenario: the node's volume limit is honoured
+  @CSI-NOMAD-MAX-VOLUMES-PER-NODE @must @requires-controller @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME @requires-max-volumes @attaches-all
+  Scenario: the controller publishes as many volumes as the node's limit
     Nomad's scheduler places at most max_volumes_per_node of the plugin's volumes on a node, so the
     controller must publish that many; if it refuses one more because the node's limit is reached,
     the code must be RESOURCE_EXHAUSTED.
@@ -108,9 +128,9 @@ Feature: nomad
     Given the plugin has created as many volumes as the node's limit, and one more
     When Nomad publishes every volume to the node
     Then every volume up to the limit is published
-    And the one over the limit fails with RESOURCE_EXHAUSTED
+    And the one over the limit is published or fails with RESOURCE_EXHAUSTED
 
-  @CSI-NOMAD-CONCURRENT-CREATE @should @requires-CREATE_DELETE_VOLUME
+  @CSI-NOMAD-CONCURRENT-CREATE @should @requires-controller @requires-CREATE_DELETE_VOLUME
   Scenario: concurrent creates with one name make one volume
     Two overlapping `nomad volume create` runs for one volume (the first still waiting on the
     plugin) send CreateVolume with one name at the same time; Nomad itself neither retries
@@ -127,7 +147,7 @@ Feature: nomad
     Then every call that succeeds returns the same volume ID
     And at least one call succeeds
 
-  @CSI-NOMAD-REPEATED-LIFECYCLE @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NOMAD-REPEATED-LIFECYCLE @must @requires-controller @requires-node @requires-CREATE_DELETE_VOLUME
   Scenario: the whole lifecycle works again and again
     Create, claim, release and delete, repeated (the idempotency count setting), each step
     repeated as Nomad's retries would.
@@ -142,9 +162,9 @@ Feature: nomad
     When the harness runs the full volume lifecycle repeatedly
     Then every step of every round succeeds
 
-  @CSI-NOMAD-RESTART @must @requires-launch @requires-CREATE_DELETE_VOLUME @serial
+  @CSI-NOMAD-RESTART @must @requires-node @requires-launch @requires-CREATE_DELETE_VOLUME @serial
   Scenario: the plugin keeps its volumes and claims across a restart
-    Nomad restarts a plugin task that crashes or fails its health checks and carries on with the
+    Nomad restarts a plugin task that crashes or fails its start-up probes and carries on with the
     volumes and claims it knew about: the restarted plugin must still know them.
 
     Basis: CSI spec v1.12, NodeUnpublishVolume and NodeUnstageVolume: each MUST undo the work of its

@@ -1,4 +1,4 @@
-@csi @requires-CREATE_DELETE_VOLUME
+@csi @requires-node @requires-block @requires-CREATE_DELETE_VOLUME
 Feature: block devices
   Nomad's `attachment_mode = "block-device"` sends a block access type: the allocation's target
   is a device node the plugin creates, not a directory. A plugin that refuses block volumes at
@@ -77,5 +77,5 @@ Feature: block devices
     When Nomad releases the volume for the allocation
     Then every call of the release succeeds
     And nothing stays mounted under the staging and allocation directories
-    And no loop device behind the allocation's device is still attached
+    And no loop device the claim attached is still attached
     And the volume can be deleted

@@ -115,8 +115,17 @@ pub async fn probe(
     match caps {
         Some(c) => {
             for cap in c.capabilities {
-                if let Some(pb::plugin_capability::Type::Service(s)) = cap.r#type {
-                    p.caps.plugin.insert(s.r#type().as_str_name().to_string());
+                match cap.r#type {
+                    Some(pb::plugin_capability::Type::Service(s)) => {
+                        p.caps.plugin.insert(s.r#type().as_str_name().to_string());
+                    }
+                    // Recorded as VOLUME_EXPANSION_ONLINE / VOLUME_EXPANSION_OFFLINE.
+                    Some(pb::plugin_capability::Type::VolumeExpansion(e)) => {
+                        p.caps
+                            .plugin
+                            .insert(format!("VOLUME_EXPANSION_{}", e.r#type().as_str_name()));
+                    }
+                    None => {}
                 }
             }
         }

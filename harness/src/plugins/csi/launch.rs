@@ -23,6 +23,8 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub struct Launcher {
+    /// The command as given, placeholders unfilled.
+    template: Vec<String>,
     argv: Vec<String>,
     pub socket: PathBuf,
     pub state_dir: PathBuf,
@@ -40,16 +42,9 @@ impl Launcher {
         let words = shlex::split(command)
             .filter(|w| !w.is_empty())
             .ok_or_else(|| format!("--launch {command:?}: not a command line"))?;
-        let endpoint = format!("unix://{}", socket.display());
-        let argv = words
-            .into_iter()
-            .map(|w| {
-                w.replace("{endpoint}", &endpoint)
-                    .replace("{socket}", &socket.display().to_string())
-                    .replace("{state_dir}", &state_dir.display().to_string())
-            })
-            .collect();
+        let argv = fill(&words, socket, state_dir);
         Ok(Launcher {
+            template: words,
             argv,
             socket: socket.to_path_buf(),
             state_dir: state_dir.to_path_buf(),
@@ -61,6 +56,24 @@ impl Launcher {
 
     pub fn command_line(&self) -> String {
         self.argv.join(" ")
+    }
+
+    /// A shell command that starts the plugin again, as the run did, with its socket at
+    /// `<dir>/csi.sock` and a fresh state directory `<dir>/state` (the run's own are gone once it
+    /// ends); it waits a moment for the socket.
+    pub fn reproduce_start(&self, dir: &Path) -> String {
+        let socket = dir.join("csi.sock");
+        let state = dir.join("state");
+        let argv: Vec<String> = fill(&self.template, &socket, &state)
+            .iter()
+            .map(|w| crate::plugins::dhv::quote(w))
+            .collect();
+        format!(
+            "mkdir -p {state} && (CSI_ENDPOINT=unix://{socket} {} &) && sleep 2",
+            argv.join(" "),
+            state = crate::plugins::dhv::quote(&state.display().to_string()),
+            socket = socket.display(),
+        )
     }
 
     /// The last lines the plugin printed.
@@ -170,6 +183,19 @@ impl Launcher {
         self.stop().await;
         self.start(timeout).await
     }
+}
+
+/// The command's words with `{endpoint}`, `{socket}` and `{state_dir}` filled in.
+fn fill(words: &[String], socket: &Path, state_dir: &Path) -> Vec<String> {
+    let endpoint = format!("unix://{}", socket.display());
+    words
+        .iter()
+        .map(|w| {
+            w.replace("{endpoint}", &endpoint)
+                .replace("{socket}", &socket.display().to_string())
+                .replace("{state_dir}", &state_dir.display().to_string())
+        })
+        .collect()
 }
 
 fn kill_group(pgid: i32, signal: Signal) -> nix::Result<()> {

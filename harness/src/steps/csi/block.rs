@@ -155,6 +155,18 @@ async fn data_kept(w: &mut CsiWorld) -> StepResult {
 #[when("Nomad claims the volume read-only for an allocation")]
 async fn claims_readonly(w: &mut CsiWorld) -> StepResult {
     w.last = claim_as(w, 0, false, true).await?;
+    // Nomad sends readonly=true to ControllerPublishVolume for a read claim without looking at
+    // PUBLISH_READONLY (nomad/csi_endpoint.go, controllerPublishVolume); the spec lets a plugin
+    // without that capability refuse it. That is Nomad's conflict with the spec, not the plugin's
+    // fault: the clause cannot be judged.
+    let refused = w.last.iter().find(|c| {
+        c.method == "ControllerPublishVolume" && c.code == tonic::Code::InvalidArgument
+    });
+    if refused.is_some() && !w.config().caps.controller.contains("PUBLISH_READONLY") {
+        return Err(w.ctx().skip(
+            "Nomad sends readonly=true to ControllerPublishVolume for a read claim whatever the plugin's capabilities, and this plugin, which does not advertise PUBLISH_READONLY, refuses it as the CSI spec allows: Nomad cannot claim its volumes read-only (a conflict between Nomad and the spec, not a plugin failure)",
+        ));
+    }
     Ok(())
 }
 
@@ -177,9 +189,11 @@ async fn write_refused(w: &mut CsiWorld) -> StepResult {
     }
 }
 
-#[then("no loop device behind the allocation's device is still attached")]
+#[then("no loop device the claim attached is still attached")]
 async fn loops_detached(w: &mut CsiWorld) -> StepResult {
-    let seen = w.loops_seen.seen();
+    // A device the plugin attached at CreateVolume may stay until DeleteVolume: it is checked
+    // after the clause's cleanup (the LoopWatch), not here.
+    let seen = w.claim_loops.clone();
     let left: Vec<String> =
         crate::loop_devices::still_attached_after(&seen, std::time::Duration::from_secs(1))
             .await
@@ -192,7 +206,7 @@ async fn loops_detached(w: &mut CsiWorld) -> StepResult {
     let calls: Vec<Rpc> = w.last.clone();
     let refs: Vec<&Rpc> = calls.iter().collect();
     Err(w.fail(
-        "after the release (NodeUnstageVolume done) the loop devices the claim used are detached",
+        "after the release (NodeUnstageVolume done) the loop devices the claim's stage or publish attached are detached",
         &format!("still attached: {}", left.join(", ")),
         &refs,
     ))

@@ -18,6 +18,24 @@ async fn call_succeeds(w: &mut CsiWorld) -> StepResult {
     Err(w.fail(&format!("{} succeeds", rpc.method), &rpc.summary(), &[rpc]))
 }
 
+#[then(regex = r"^the call fails with ([A-Z_]+) or ([A-Z_]+)$")]
+async fn call_fails_with_either(w: &mut CsiWorld, a: String, b: String) -> StepResult {
+    let rpc = w.last_call()?;
+    if rpc.code_name() == a || rpc.code_name() == b {
+        return Ok(());
+    }
+    let seen = if rpc.ok() {
+        format!("{} succeeded\nrequest: {}", rpc.method, rpc.request)
+    } else {
+        rpc.summary()
+    };
+    Err(w.fail(
+        &format!("{} fails with {a} or {b} (the spec allows either here)", rpc.method),
+        &seen,
+        &[rpc],
+    ))
+}
+
 #[then(regex = r"^the call fails with ([A-Z_]+)$")]
 async fn call_fails_with(w: &mut CsiWorld, code: String) -> StepResult {
     let rpc = w.last_call()?;

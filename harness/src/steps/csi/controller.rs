@@ -4,7 +4,7 @@ use cucumber::{given, then, when};
 
 use super::common::unknown_id;
 use super::requests::{self, Mode};
-use super::{CsiWorld, StepResult, rpc};
+use super::{Page, describe_pages, CsiWorld, StepResult, rpc};
 use crate::plugins::csi::{Rpc, pb};
 
 #[when("the harness calls ControllerGetCapabilities")]
@@ -236,11 +236,16 @@ fn content_source_is(w: &CsiWorld, kind: &str, key: &str, want: &str) -> StepRes
         .and_then(|s| s.as_str())
         .unwrap_or_default()
         .to_string();
-    if got == want {
+    // content_source is OPTIONAL in the reply (Nomad does not read it): absent is fine, but
+    // when set it must name what the volume was made from.
+    let absent = volume_of(rpc)
+        .and_then(|v| v.get("content_source"))
+        .is_none_or(|c| c.is_null() || c.as_object().is_some_and(|o| o.is_empty()));
+    if absent || got == want {
         return Ok(());
     }
     Err(w.fail(
-        &format!("the new volume's content_source names {kind} {want:?}"),
+        &format!("the new volume's content_source, when set, names {kind} {want:?}"),
         &format!(
             "content_source: {}",
             volume_of(rpc)
@@ -252,16 +257,80 @@ fn content_source_is(w: &CsiWorld, kind: &str, key: &str, want: &str) -> StepRes
     ))
 }
 
-#[then("the volume's content source is the snapshot")]
+#[then("the volume's content source, if set, is the snapshot")]
 async fn source_is_snapshot(w: &mut CsiWorld) -> StepResult {
     let id = w.snaps.first().map(|s| s.id.clone()).unwrap_or_default();
     content_source_is(w, "snapshot", "snapshot_id", &id)
 }
 
-#[then("the volume's content source is the first volume")]
+#[then("the volume's content source, if set, is the first volume")]
 async fn source_is_volume(w: &mut CsiWorld) -> StepResult {
     let id = w.vol(0)?.id.clone();
     content_source_is(w, "volume", "volume_id", &id)
+}
+
+#[given("a file is written into the volume, when the plugin has both services")]
+async fn file_into_volume(w: &mut CsiWorld) -> StepResult {
+    if !w.can_read_volumes() {
+        crate::recorder::lock(&w.ctx().case).notes.push(
+            "the data of the new volume is not compared: that needs a plugin with both the controller and the node service".into(),
+        );
+        return Ok(());
+    }
+    let calls = super::nomad::claim_as(w, 0, false, false).await?;
+    if let Some(bad) = calls.iter().find(|c| !c.ok()) {
+        return Err(w.precondition(
+            "CSI-NOMAD-CLAIM",
+            "the claim of the source volume succeeds",
+            &bad.summary(),
+            &[bad],
+        ));
+    }
+    let c = w.claims.len() - 1;
+    let (_, alloc) = super::nomad::claim_alloc(w, c)?;
+    let token = w.ctx().token.clone();
+    super::node::write_marker(&alloc.target, &token).map_err(|e| {
+        w.precondition("CSI-NOMAD-CLAIM", "a file can be written into the source volume", &e, &[])
+    })?;
+    let calls = super::nomad::release(w, c).await?;
+    if let Some(bad) = calls.iter().find(|c| !super::common::ok_or_not_found(c)) {
+        return Err(w.precondition(
+            "CSI-NOMAD-RELEASE",
+            "the release of the source volume succeeds",
+            &bad.summary(),
+            &[bad],
+        ));
+    }
+    w.content_marker = true;
+    Ok(())
+}
+
+#[then("the new volume holds the file, when the plugin has both services")]
+async fn new_volume_holds_file(w: &mut CsiWorld) -> StepResult {
+    if !w.content_marker {
+        return Ok(());
+    }
+    let create = w.last_call()?.clone();
+    let i = w.vols.len() - 1;
+    let calls = super::nomad::claim_as(w, i, false, false).await?;
+    let mut refs: Vec<&Rpc> = vec![&create];
+    refs.extend(calls.iter());
+    if let Some(bad) = calls.iter().find(|c| !c.ok()) {
+        return Err(w.fail(
+            "the new volume can be claimed like any other, and holds the source's data",
+            &bad.summary(),
+            &refs,
+        ));
+    }
+    let (_, alloc) = super::nomad::claim_alloc(w, w.claims.len() - 1)?;
+    let token = w.ctx().token.clone();
+    super::node::take_marker(&alloc.target, &token).map_err(|e| {
+        w.fail(
+            "the new volume holds what the source held: a file written into the source before is there",
+            &e,
+            &refs,
+        )
+    })
 }
 
 #[when("the harness deletes a volume that does not exist")]
@@ -280,12 +349,11 @@ async fn deletes(w: &mut CsiWorld) -> StepResult {
 }
 
 /// Every volume ID ListVolumes returns, page by page (`max_entries` 0: the plugin decides).
-pub async fn list_volume_pages(
-    w: &mut CsiWorld,
-    max_entries: i32,
-) -> Result<Vec<Vec<String>>, Rpc> {
+/// The calls made are left in `w.last`, every page's.
+pub async fn list_volume_pages(w: &mut CsiWorld, max_entries: i32) -> Result<Vec<Page>, Rpc> {
     let mut pages = Vec::new();
     let mut token = String::new();
+    w.last.clear();
     for _ in 0..10_000 {
         let req = pb::ListVolumesRequest {
             max_entries,
@@ -301,13 +369,15 @@ pub async fn list_volume_pages(
             req
         );
         let Some(resp) = resp else { return Err(rpc) };
-        pages.push(
-            resp.entries
+        pages.push(Page {
+            ids: resp
+                .entries
                 .iter()
                 .filter_map(|e| e.volume.as_ref().map(|v| v.volume_id.clone()))
                 .collect(),
-        );
-        w.last = vec![rpc];
+            next_token: resp.next_token.clone(),
+        });
+        w.last.push(rpc);
         if resp.next_token.is_empty() {
             break;
         }
@@ -328,7 +398,7 @@ async fn lists_all(w: &mut CsiWorld) {
 }
 
 fn listed(w: &CsiWorld) -> Vec<String> {
-    w.pages.iter().flatten().cloned().collect()
+    w.pages.iter().flat_map(|p| p.ids.iter()).cloned().collect()
 }
 
 #[then("the list holds the volume")]
@@ -341,10 +411,11 @@ async fn list_has_volume(w: &mut CsiWorld) -> StepResult {
     if listed(w).contains(&id) {
         return Ok(());
     }
+    let calls: Vec<&Rpc> = w.last.iter().collect();
     Err(w.fail(
-        &format!("ListVolumes lists the new volume {id:?}"),
-        &format!("listed: {:?}", listed(w)),
-        &[rpc],
+        &format!("ListVolumes lists the new volume {id:?} on one of its pages"),
+        &format!("it is on no page:\n{}", describe_pages(&w.pages)),
+        &calls,
     ))
 }
 
@@ -370,7 +441,7 @@ async fn no_longer_listed(w: &mut CsiWorld) -> StepResult {
     let delete = w.last_call()?.clone();
     let id = w.vol(0)?.id.clone();
     match list_volume_pages(w, 0).await {
-        Ok(pages) if !pages.iter().flatten().any(|v| *v == id) => Ok(()),
+        Ok(pages) if !pages.iter().flat_map(|p| p.ids.iter()).any(|v| *v == id) => Ok(()),
         Ok(_) => Err(w.fail(
             &format!("after DeleteVolume, ListVolumes no longer lists {id:?}"),
             "it is still listed",
@@ -397,13 +468,20 @@ async fn pages_bounded(w: &mut CsiWorld, n: usize) -> StepResult {
     if !rpc.ok() {
         return Err(w.fail("the listing succeeds", &rpc.summary(), &[rpc]));
     }
-    match w.pages.iter().find(|p| p.len() > n) {
+    match w.pages.iter().find(|p| p.ids.len() > n) {
         None => Ok(()),
-        Some(p) => Err(w.fail(
-            &format!("at most max_entries = {n} entries per page"),
-            &format!("a page of {} entries", p.len()),
-            &[rpc],
-        )),
+        Some(p) => {
+            let calls: Vec<&Rpc> = w.last.iter().collect();
+            Err(w.fail(
+                &format!("at most max_entries = {n} entries per page"),
+                &format!(
+                    "a page of {} entries; every page:\n{}",
+                    p.ids.len(),
+                    describe_pages(&w.pages)
+                ),
+                &calls,
+            ))
+        }
     }
 }
 
@@ -412,11 +490,22 @@ fn every_once(w: &CsiWorld, ids: &[String], what: &str) -> StepResult {
     for id in ids {
         let n = all.iter().filter(|x| *x == id).count();
         if n != 1 {
-            let rpc = w.last_call()?;
+            w.last_call()?;
+            let calls: Vec<&Rpc> = w.last.iter().collect();
+            let hint = match w.pages.last() {
+                Some(p) if n == 0 && p.next_token.is_empty() && w.pages.len() == 1 => {
+                    " (the only page gave no next_token, so the listing ended there)"
+                }
+                _ => "",
+            };
             return Err(w.fail(
                 &format!("walking next_token through every page lists each {what} exactly once"),
-                &format!("{what} {id:?} appears {n} times in {} pages", w.pages.len()),
-                &[rpc],
+                &format!(
+                    "{what} {id:?} appears {n} times in {} pages{hint}; every page:\n{}",
+                    w.pages.len(),
+                    describe_pages(&w.pages)
+                ),
+                &calls,
             ));
         }
     }
@@ -477,26 +566,54 @@ async fn validates(w: &mut CsiWorld) -> StepResult {
     Ok(())
 }
 
-#[then("the capabilities are confirmed")]
+/// The parts of a capability Nomad compares (plugins/csi/client.go, compareCapabilities):
+/// the access mode (unless UNKNOWN), block or mount, and a mount's fs_type and flags.
+fn capability_key(c: &serde_json::Value) -> (i64, String, String, String) {
+    let mode = c.pointer("/access_mode/mode").and_then(|m| m.as_i64()).unwrap_or(0);
+    let (kind, fs, flags) = match (c.get("mount"), c.get("block")) {
+        (Some(m), _) if !m.is_null() => (
+            "mount",
+            m.get("fs_type").and_then(|f| f.as_str()).unwrap_or("").to_string(),
+            m.get("mount_flags").map(|f| f.to_string()).unwrap_or_default(),
+        ),
+        (_, Some(b)) if !b.is_null() => ("block", String::new(), String::new()),
+        _ => ("none", String::new(), String::new()),
+    };
+    (mode, kind.to_string(), fs, flags)
+}
+
+#[then("any confirmed capabilities are the ones asked for")]
 async fn confirmed(w: &mut CsiWorld) -> StepResult {
     let rpc = w.last_call()?;
+    // confirmed is OPTIONAL: a plugin may validate without echoing, and Nomad accepts that.
     let confirmed = rpc
         .response
         .as_ref()
         .and_then(|r| r.get("confirmed"))
-        .filter(|c| !c.is_null());
-    if confirmed.is_some() {
+        .and_then(|c| c.get("volume_capabilities"))
+        .and_then(|c| c.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let asked: Vec<_> = rpc
+        .request
+        .get("volume_capabilities")
+        .and_then(|c| c.as_array())
+        .map(|a| a.iter().map(capability_key).collect())
+        .unwrap_or_default();
+    let differ: Vec<String> = confirmed
+        .iter()
+        .filter(|c| {
+            let k = capability_key(c);
+            !asked.iter().any(|a| (k.0 == 0 || k.0 == a.0) && k.1 == a.1 && k.2 == a.2 && k.3 == a.3)
+        })
+        .map(|c| c.to_string())
+        .collect();
+    if differ.is_empty() {
         return Ok(());
     }
     Err(w.fail(
-        "the capabilities the volume was created with are confirmed",
-        &format!(
-            "no confirmation: {}",
-            rpc.response
-                .as_ref()
-                .map(|r| r.to_string())
-                .unwrap_or_default()
-        ),
+        "the capabilities the plugin confirms, if it confirms any, are the ones asked for (Nomad refuses a confirmation that differs)",
+        &format!("confirmed but not asked for: {}", differ.join(", ")),
         &[rpc],
     ))
 }
@@ -600,6 +717,27 @@ async fn publishes_again_readonly(w: &mut CsiWorld) -> StepResult {
     let (rpc, _) = w.controller_publish(req).await?;
     w.last = vec![rpc];
     Ok(())
+}
+
+#[then("the call fails with ALREADY_EXISTS, or INVALID_ARGUMENT without PUBLISH_READONLY")]
+async fn incompatible_refused(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    let readonly_cap = w.config().caps.controller.contains("PUBLISH_READONLY");
+    if rpc.code == tonic::Code::AlreadyExists
+        || (!readonly_cap && rpc.code == tonic::Code::InvalidArgument)
+    {
+        return Ok(());
+    }
+    let also = if readonly_cap {
+        ""
+    } else {
+        " (or INVALID_ARGUMENT: the plugin does not advertise PUBLISH_READONLY, so readonly=true is not a valid request for it)"
+    };
+    Err(w.fail(
+        &format!("ControllerPublishVolume of a volume already published with readonly=false, now with readonly=true, fails with ALREADY_EXISTS{also}"),
+        &rpc.summary(),
+        &[rpc],
+    ))
 }
 
 #[when("the harness unpublishes the volume from the node")]

@@ -127,6 +127,25 @@ async fn node_expands_unknown(w: &mut CsiWorld) {
     w.last = vec![rpc];
 }
 
+#[then("the call succeeds, or fails with FAILED_PRECONDITION without online expansion")]
+async fn node_expand_ok(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    let online = w.config().caps.plugin.contains("VOLUME_EXPANSION_ONLINE");
+    if rpc.ok() || (!online && rpc.code == tonic::Code::FailedPrecondition) {
+        return Ok(());
+    }
+    let also = if online {
+        " (the plugin advertises ONLINE expansion, so a published volume can grow)"
+    } else {
+        ", or FAILED_PRECONDITION (without ONLINE expansion a published volume may be refused as in use)"
+    };
+    Err(w.fail(
+        &format!("NodeExpandVolume of a published volume succeeds{also}"),
+        &rpc.summary(),
+        &[rpc],
+    ))
+}
+
 #[when("the harness expands the published volume on the node")]
 async fn node_expands(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
@@ -135,12 +154,26 @@ async fn node_expands(w: &mut CsiWorld) -> StepResult {
         .first()
         .cloned()
         .ok_or_else(|| w.ctx().harness_error("no allocation yet"))?;
-    // As Nomad: the controller first, then the node when it says so.
+    // As Nomad: the controller first, then the node only when the controller says so
+    // (nomad/csi_endpoint.go, expandVolume).
     let controller = if w.config().caps.controller.contains("EXPAND_VOLUME") {
         Some(expand(w, &v.id, v.capacity.max(w.config().volume_size) * 2).await)
     } else {
         None
     };
+    if let Some(c) = &controller
+        && c.ok()
+        && !c
+            .response
+            .as_ref()
+            .and_then(|r| r.get("node_expansion_required"))
+            .and_then(|b| b.as_bool())
+            .unwrap_or(false)
+    {
+        return Err(w.ctx().skip(
+            "ControllerExpandVolume answered node_expansion_required = false: Nomad does not call NodeExpandVolume then",
+        ));
+    }
     let staging = if w.stages() {
         w.staging_path(&v, false)?.display().to_string()
     } else {

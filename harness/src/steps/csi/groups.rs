@@ -6,9 +6,6 @@ use super::common::unknown_id;
 use super::{CsiWorld, GroupSnap, StepResult, rpc};
 use crate::plugins::csi::{Rpc, pb};
 
-/// The capability values csi.proto defines for the GroupController (UNKNOWN = 0 is not one).
-const KNOWN_GROUP_CAPABILITIES: &[i64] = &[1];
-
 #[when("the harness calls GroupControllerGetCapabilities")]
 async fn get_capabilities(w: &mut CsiWorld) {
     let (rpc, _) = rpc!(
@@ -21,33 +18,6 @@ async fn get_capabilities(w: &mut CsiWorld) {
         pb::GroupControllerGetCapabilitiesRequest {}
     );
     w.last = vec![rpc];
-}
-
-#[then("every group controller capability is one the CSI spec defines")]
-async fn capabilities_known(w: &mut CsiWorld) -> StepResult {
-    let rpc = w.last_call()?;
-    let caps = rpc
-        .response
-        .as_ref()
-        .and_then(|r| r.get("capabilities"))
-        .and_then(|c| c.as_array())
-        .cloned()
-        .unwrap_or_default();
-    let unknown: Vec<&serde_json::Value> = caps
-        .iter()
-        .filter(|c| {
-            let t = c.pointer("/rpc/type").and_then(|t| t.as_i64());
-            !t.is_some_and(|t| KNOWN_GROUP_CAPABILITIES.contains(&t))
-        })
-        .collect();
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    Err(w.fail(
-        "every capability is an RPC capability the CSI spec defines (CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT = 1)",
-        &format!("unknown or empty capabilities: {unknown:?}"),
-        &[rpc],
-    ))
 }
 
 fn group_request(
@@ -188,7 +158,8 @@ fn group_problems(g: &serde_json::Value, sources: &[String]) -> Vec<String> {
         if sid.is_empty() {
             problems.push(format!("a snapshot of {src:?} has no snapshot_id"));
         }
-        if gid != id {
+        // group_snapshot_id is OPTIONAL on a snapshot; set, it must name this group.
+        if !gid.is_empty() && gid != id {
             problems.push(format!("snapshot {sid:?} names group {gid:?}, not {id:?}"));
         }
         seen.push(src.to_string());
@@ -204,7 +175,7 @@ fn group_problems(g: &serde_json::Value, sources: &[String]) -> Vec<String> {
     problems
 }
 
-#[then("the group snapshot holds one snapshot of each volume, each naming the group")]
+#[then("the group snapshot holds one snapshot of each volume, none naming another group")]
 async fn group_shape(w: &mut CsiWorld) -> StepResult {
     let sources = sources(w, 2)?;
     let rpc = w.last_call()?;
@@ -299,15 +270,18 @@ async fn holds_first(w: &mut CsiWorld) -> StepResult {
 
 #[when("the harness gets a group snapshot that does not exist")]
 async fn gets_unknown(w: &mut CsiWorld) {
+    // snapshot_ids is REQUIRED (at least one entry): made-up IDs, so only the group is unknown.
     let id = unknown_id(w, "group-snapshot");
-    let rpc = get(w, &id, Vec::new()).await;
+    let snaps = vec![unknown_id(w, "snapshot")];
+    let rpc = get(w, &id, snaps).await;
     w.last = vec![rpc];
 }
 
 #[when("the harness deletes a group snapshot that does not exist")]
 async fn deletes_unknown(w: &mut CsiWorld) {
     let id = unknown_id(w, "group-snapshot");
-    let rpc = w.delete_group_snapshot(&id, Vec::new()).await;
+    let snaps = vec![unknown_id(w, "snapshot")];
+    let rpc = w.delete_group_snapshot(&id, snaps).await;
     w.last = vec![rpc];
 }
 

@@ -51,6 +51,32 @@ pub struct Snap {
     pub source: String,
 }
 
+/// One page of a listing: the IDs on it and the token it handed out.
+#[derive(Clone, Debug, Default)]
+pub struct Page {
+    pub ids: Vec<String>,
+    pub next_token: String,
+}
+
+/// Every page of a listing, for failure messages: what each held and the token it gave.
+pub fn describe_pages(pages: &[Page]) -> String {
+    pages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            format!(
+                "page {}: {} entr{} {:?}, next_token {:?}",
+                i + 1,
+                p.ids.len(),
+                if p.ids.len() == 1 { "y" } else { "ies" },
+                p.ids,
+                p.next_token
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A group snapshot the scenario created.
 #[derive(Clone, Debug)]
 pub struct GroupSnap {
@@ -76,8 +102,8 @@ pub struct CsiWorld {
     allocs: Vec<Alloc>,
     /// Calls of the latest When step.
     last: Vec<Rpc>,
-    /// Pages of IDs from the latest paginated listing.
-    pages: Vec<Vec<String>>,
+    /// Pages of the latest paginated listing.
+    pages: Vec<Page>,
     /// The publish context of the first ControllerPublishVolume.
     publish_context: Option<serde_json::Value>,
     /// How many NodeStageVolume calls the latest claim made.
@@ -96,6 +122,10 @@ pub struct CsiWorld {
     /// Loop devices found behind block volumes' targets when they were published; checked
     /// again after the scenario's cleanup.
     loops_seen: crate::loop_devices::LoopWatch,
+    /// Loop devices behind block targets that the claims attached (not there before them).
+    claim_loops: Vec<crate::loop_devices::Attached>,
+    /// A file was written into the first volume through a claim, to look for in its copies.
+    content_marker: bool,
     undo_ctx: Option<Arc<UndoContext>>,
     /// Attachments of the node's budget this clause holds, and the volumes it attached.
     attachments_held: u32,
@@ -201,7 +231,12 @@ impl CsiWorld {
         {
             return Ok(());
         }
-        if self.attached.len() as u32 >= self.attachments_held {
+        let whole_node = self
+            .config()
+            .attachments
+            .as_ref()
+            .is_some_and(|b| self.attachments_held >= b.limit());
+        if self.attached.len() as u32 >= self.attachments_held && !whole_node {
             if self.attachments_held > 0 {
                 // Waiting while holding could deadlock with another clause doing the same.
                 return Err(self.ctx().harness_error(format!(
@@ -234,6 +269,11 @@ impl CsiWorld {
         Err(self.ctx().skip(
             "controller-only run without --node-id: no node ID to publish to",
         ))
+    }
+
+    /// Whether the run can look inside volumes it creates: controller and node service both.
+    pub fn can_read_volumes(&self) -> bool {
+        self.config().plugin_type == crate::cli::PluginType::Monolith && self.config().node_probed
     }
 
     /// Whether this is a node-only run: volumes come from `--volume`, not CreateVolume.
@@ -724,16 +764,26 @@ impl CsiWorld {
         if calls.iter().any(|c| c.timed_out) {
             self.ctx().hint(Hint::TimedOut);
         }
-        let repro: Vec<String> = calls
-            .iter()
-            .map(|c| {
-                let socket = match c.path.split('/').nth(1) {
-                    Some("csi.v1.Node") => &self.config().node.socket,
-                    _ => &self.config().controller.socket,
-                };
-                c.reproduce(socket)
-            })
-            .collect();
+        // After a --launch run the plugin and its socket are gone: the reproduce block starts
+        // it again at a path it names, then makes the calls there.
+        let launched = self.config().launcher.as_ref().map(|l| {
+            let dir = std::path::PathBuf::from(format!("/tmp/nomad-conform-repro-{}", self.ctx().run.run_id));
+            (l.reproduce_start(&dir), dir.join("csi.sock"))
+        });
+        let mut repro: Vec<String> = Vec::new();
+        if let Some((start, _)) = &launched
+            && !calls.is_empty()
+        {
+            repro.push(start.clone());
+        }
+        repro.extend(calls.iter().map(|c| {
+            let socket = match (&launched, c.path.split('/').nth(1)) {
+                (Some((_, s)), _) => s,
+                (None, Some("csi.v1.Node")) => &self.config().node.socket,
+                (None, _) => &self.config().controller.socket,
+            };
+            c.reproduce(socket)
+        }));
         crate::steps::failure_text(expected, seen, &repro)
     }
 }

@@ -282,6 +282,11 @@ async fn publishes_second(w: &mut CsiWorld) -> StepResult {
     publishes_for_alloc(w).await
 }
 
+#[when("the harness publishes the volume for another allocation")]
+async fn publishes_another(w: &mut CsiWorld) -> StepResult {
+    publishes_for_alloc(w).await
+}
+
 fn first_alloc(w: &CsiWorld) -> Result<Alloc, String> {
     w.allocs
         .first()
@@ -289,66 +294,74 @@ fn first_alloc(w: &CsiWorld) -> Result<Alloc, String> {
         .ok_or_else(|| w.ctx().harness_error("no allocation yet"))
 }
 
-#[then("the target path is a mount point")]
-async fn target_mounted(w: &mut CsiWorld) -> StepResult {
-    let alloc = first_alloc(w)?;
-    if is_mounted(&alloc.target) {
-        return Ok(());
-    }
-    let rpc = w.last_call()?;
-    Err(w.fail(
-        "after NodePublishVolume the target path is a mount (Nomad bind-mounts it into the tasks)",
-        &format!("{} is not a mount point", alloc.target.display()),
-        &[rpc],
-    ))
+/// The file a clause writes into a volume to find it again, named after the clause's token.
+pub fn marker_name(token: &str) -> String {
+    format!("nomad-conform-{token}.txt")
 }
 
-/// Write a file through `target`; it must show up at `other` (`(path, what it is)`), e.g. the
-/// staging path of a staged volume.
-pub fn write_through(
-    target: &Path,
-    other: Option<(&Path, &str)>,
-    token: &str,
-) -> Result<(), String> {
-    let name = format!("nomad-conform-{token}.txt");
-    std::fs::write(target.join(&name), token)
-        .map_err(|e| format!("writing {} failed: {e}", target.join(&name).display()))?;
-    if let Some((other, what)) = other {
-        match std::fs::read_to_string(other.join(&name)) {
-            Ok(s) if s == token => {}
-            _ => {
-                return Err(format!(
-                    "a file written at {} does not show at {what} {}: they are not the same volume",
-                    target.display(),
-                    other.display()
-                ));
+/// Write the clause's marker file into the directory `target` (what a task does with its
+/// volume).
+pub fn write_marker(target: &Path, token: &str) -> Result<(), String> {
+    let file = target.join(marker_name(token));
+    if !target.is_dir() {
+        return Err(format!(
+            "{} is {}, not a directory a task can write into",
+            target.display(),
+            if target.symlink_metadata().is_ok() {
+                "there"
+            } else {
+                "missing"
             }
-        }
+        ));
     }
-    Ok(())
+    std::fs::write(&file, token).map_err(|e| format!("writing {} failed: {e}", file.display()))
 }
 
-#[then("a file written at the target path is kept by the volume")]
-async fn file_kept(w: &mut CsiWorld) -> StepResult {
+/// Whether the marker written earlier (at another target of the same volume) is in `target`;
+/// when it is, it is removed again (the volume may be the user's own).
+pub fn take_marker(target: &Path, token: &str) -> Result<(), String> {
+    let file = target.join(marker_name(token));
+    match std::fs::read_to_string(&file) {
+        Ok(s) if s == token => {
+            let _ = std::fs::remove_file(&file);
+            Ok(())
+        }
+        Ok(s) => Err(format!("{} holds {s:?}, not what was written", file.display())),
+        Err(e) => Err(format!(
+            "{} is not there ({e}): the new target does not show what was written to the volume",
+            file.display()
+        )),
+    }
+}
+
+#[then("a file can be written at the target path")]
+async fn file_writable(w: &mut CsiWorld) -> StepResult {
     let alloc = first_alloc(w)?;
-    let v = w.vol(0)?.clone();
-    let staging = if w.stages() {
-        Some(w.staging_path(&v, false)?)
-    } else {
-        None
-    };
     let token = w.ctx().token.clone();
-    write_through(
-        &alloc.target,
-        staging.as_deref().map(|s| (s, "the staging path")),
-        &token,
-    )
-    .map_err(|e| {
+    write_marker(&alloc.target, &token).map_err(|e| {
         let rpc = w.last_call().ok();
         w.fail(
-            "the target path shows the volume: what a task writes there is in the volume",
+            "after NodePublishVolume the target path is a directory holding the volume, writable (Nomad bind-mounts it into the tasks)",
             &e,
             &rpc.into_iter().collect::<Vec<_>>(),
+        )
+    })
+}
+
+#[then("the new target path holds the file written at the first")]
+async fn file_kept(w: &mut CsiWorld) -> StepResult {
+    let alloc = w
+        .allocs
+        .get(1)
+        .cloned()
+        .ok_or_else(|| w.ctx().harness_error("no second allocation"))?;
+    let token = w.ctx().token.clone();
+    take_marker(&alloc.target, &token).map_err(|e| {
+        let calls: Vec<&Rpc> = w.last.iter().collect();
+        w.fail(
+            "a file written at the first target is there at a new target of the same volume (both show the volume, not a directory of their own)",
+            &e,
+            &calls,
         )
     })
 }
@@ -508,7 +521,7 @@ async fn stats_wrong_path(w: &mut CsiWorld) -> StepResult {
     Ok(())
 }
 
-#[then("the usage has a total and is not negative")]
+#[then("every usage entry has a unit and a total, and nothing negative")]
 async fn usage_ok(w: &mut CsiWorld) -> StepResult {
     let rpc = w.last_call()?;
     let usage = rpc
@@ -518,20 +531,37 @@ async fn usage_ok(w: &mut CsiWorld) -> StepResult {
         .and_then(|u| u.as_array())
         .cloned()
         .unwrap_or_default();
-    let bad = usage.iter().any(|u| {
-        ["available", "total", "used"]
-            .iter()
-            .any(|f| u.get(f).and_then(|v| v.as_i64()).unwrap_or(0) < 0)
-    });
-    let has_total = usage
+    // usage is OPTIONAL; each entry's total and unit are REQUIRED, nothing may be negative.
+    let problems: Vec<String> = usage
         .iter()
-        .any(|u| u.get("total").and_then(|v| v.as_i64()).unwrap_or(0) > 0);
-    if !usage.is_empty() && has_total && !bad {
+        .enumerate()
+        .flat_map(|(i, u)| {
+            let num = |f: &str| u.get(f).and_then(|v| v.as_i64()).unwrap_or(0);
+            let mut p = Vec::new();
+            for f in ["available", "total", "used"] {
+                if num(f) < 0 {
+                    p.push(format!("usage[{i}].{f} is {}", num(f)));
+                }
+            }
+            if num("total") == 0 {
+                p.push(format!("usage[{i}] has no total"));
+            }
+            if u.get("unit").and_then(|v| v.as_i64()).unwrap_or(0) == 0 {
+                p.push(format!("usage[{i}] has no unit (UNKNOWN)"));
+            }
+            p
+        })
+        .collect();
+    if problems.is_empty() {
         return Ok(());
     }
     Err(w.fail(
-        "usage entries with a total > 0 and no negative numbers",
-        &format!("usage: {}", serde_json::Value::Array(usage)),
+        "each usage entry sets unit and total, and no count is negative (the spec: total and unit are REQUIRED, the counts MUST NOT be negative)",
+        &format!(
+            "{}\nusage: {}",
+            problems.join("; "),
+            serde_json::Value::Array(usage)
+        ),
         &[rpc],
     ))
 }

@@ -3,7 +3,7 @@
 use cucumber::{given, then, when};
 
 use super::common::unknown_id;
-use super::{CsiWorld, StepResult, rpc};
+use super::{Page, CsiWorld, StepResult, rpc};
 use crate::plugins::csi::{Rpc, pb};
 
 fn snapshot_request(w: &CsiWorld, source: &str, name: &str) -> pb::CreateSnapshotRequest {
@@ -164,6 +164,7 @@ async fn deletes_unknown(w: &mut CsiWorld) {
 async fn list(w: &mut CsiWorld, max_entries: i32, snapshot_id: &str, source: &str) {
     let mut pages = Vec::new();
     let mut token = String::new();
+    let mut calls = Vec::new();
     for _ in 0..10_000 {
         let req = pb::ListSnapshotsRequest {
             max_entries,
@@ -181,24 +182,28 @@ async fn list(w: &mut CsiWorld, max_entries: i32, snapshot_id: &str, source: &st
             list_snapshots,
             req
         );
-        w.last = vec![rpc];
+        calls.push(rpc);
         let Some(resp) = resp else {
             w.pages.clear();
+            w.last = calls;
             return;
         };
-        pages.push(
-            resp.entries
+        pages.push(Page {
+            ids: resp
+                .entries
                 .iter()
                 .filter_map(|e| e.snapshot.as_ref())
                 .map(|s| s.snapshot_id.clone())
-                .collect::<Vec<_>>(),
-        );
+                .collect(),
+            next_token: resp.next_token.clone(),
+        });
         if resp.next_token.is_empty() {
             break;
         }
         token = resp.next_token;
     }
     w.pages = pages;
+    w.last = calls;
 }
 
 #[when("the harness lists every snapshot")]
@@ -207,7 +212,7 @@ async fn lists_all(w: &mut CsiWorld) {
 }
 
 fn listed(w: &CsiWorld) -> Vec<String> {
-    w.pages.iter().flatten().cloned().collect()
+    w.pages.iter().flat_map(|p| p.ids.iter()).cloned().collect()
 }
 
 fn ensure_ok(w: &CsiWorld) -> StepResult {
@@ -229,7 +234,7 @@ async fn holds_snapshot(w: &mut CsiWorld) -> StepResult {
     let rpc = w.last_call()?;
     Err(w.fail(
         &format!("ListSnapshots lists the new snapshot {id:?}"),
-        &format!("listed: {:?}", listed(w)),
+        &format!("every page:\n{}", super::describe_pages(&w.pages)),
         &[rpc],
     ))
 }
@@ -262,7 +267,7 @@ async fn exactly_first(w: &mut CsiWorld) -> StepResult {
     let rpc = w.last_call()?;
     Err(w.fail(
         &format!("ListSnapshots with snapshot_id {id:?} returns that snapshot and nothing else"),
-        &format!("listed: {got:?}"),
+        &format!("listed {got:?}; every page:\n{}", super::describe_pages(&w.pages)),
         &[rpc],
     ))
 }
@@ -283,7 +288,7 @@ async fn empty(w: &mut CsiWorld) -> StepResult {
     let rpc = w.last_call()?;
     Err(w.fail(
         "an empty list for a filter that matches nothing",
-        &format!("listed: {got:?}"),
+        &format!("listed {got:?}; every page:\n{}", super::describe_pages(&w.pages)),
         &[rpc],
     ))
 }
