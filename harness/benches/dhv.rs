@@ -71,6 +71,7 @@ fn per_call(calls: usize) -> (Duration, Duration) {
         deadline: Duration::from_secs(5),
         capture_limit: 1 << 20,
         linger_grace: Duration::from_millis(250),
+        settle: Duration::from_millis(250),
     };
     let harness: Vec<Duration> = (0..calls)
         .map(|_| {

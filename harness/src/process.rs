@@ -42,6 +42,10 @@ pub struct ExecSpec {
     /// How long descendants may keep stdout/stderr open after the plugin exits before it counts
     /// as holding them.
     pub linger_grace: Duration,
+    /// How long descendants still in the plugin's process group after it exited (with its output
+    /// closed) may go on before they are killed: what they do in that time (remove a lock file,
+    /// say) is done before anything is judged.
+    pub settle: Duration,
 }
 
 /// A process seen in the plugin's process group.
@@ -73,8 +77,12 @@ pub struct ExecOutput {
     /// Whether the pipes stayed open past the grace period (even if the holder could not be
     /// named, e.g. because it left the process group).
     pub output_held_open: bool,
-    /// Processes of the plugin's group still alive after it exited (killed by the harness).
+    /// Processes of the plugin's group still alive after it exited: strays, whether they ended
+    /// on their own within the settle time or were killed.
     pub strays: Vec<ProcInfo>,
+    /// Some stray was still running when the settle time was over and the harness killed it:
+    /// what it would have done next never happened.
+    pub strays_killed: bool,
 }
 
 impl ExecOutput {
@@ -259,6 +267,7 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
                 held_output: Vec::new(),
                 output_held_open: false,
                 strays: Vec::new(),
+                strays_killed: false,
             };
         }
     };
@@ -305,11 +314,13 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     }
     let wall = started.elapsed();
 
+    let mut strays_killed = false;
     let mut strays = if output_held_open {
         Vec::new()
     } else {
         let s = group_members(pgid);
-        if !s.is_empty() {
+        if !s.is_empty() && !settle(pgid, spec.settle).await {
+            strays_killed = true;
             guard.kill();
         }
         s
@@ -322,6 +333,7 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     let escaped = crate::escapees::find(&spec.env);
     if !escaped.is_empty() {
         crate::escapees::kill(&escaped).await;
+        strays_killed = true;
         strays.extend(escaped.into_iter().map(|p| ProcInfo {
             cmdline: format!(
                 "{}; it left the plugin's process group with setsid",
@@ -346,6 +358,22 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
         held_output,
         output_held_open,
         strays,
+        strays_killed,
+    }
+}
+
+/// Wait, at most `within`, for every member of process group `pgid` to be gone (zombies count
+/// as gone). Returns whether they all went on their own.
+async fn settle(pgid: i32, within: Duration) -> bool {
+    let until = tokio::time::Instant::now() + within;
+    loop {
+        if group_members(pgid).is_empty() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -488,6 +516,7 @@ mod tests {
             deadline: Duration::from_millis(deadline_ms),
             capture_limit: 1024,
             linger_grace: Duration::from_millis(200),
+            settle: Duration::from_millis(300),
         }
     }
 
@@ -577,6 +606,35 @@ mod tests {
         assert!(out.succeeded());
         assert!(!out.output_held_open);
         assert_eq!(out.strays.len(), 1, "{:?}", out.strays);
+        assert!(group_members(out.pid).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_stray_may_finish_its_work_before_anything_is_judged() {
+        // The background job removes a file a moment after the plugin exited: within the
+        // settle time it is allowed to, and is still reported as a stray.
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("lock");
+        let script = format!(
+            ": > {l}; (sleep 0.1; rm -f {l}) >/dev/null 2>&1 & echo hi",
+            l = lock.display()
+        );
+        let mut spec = sh(&script, 5000);
+        spec.settle = Duration::from_secs(3);
+        let out = run(&spec).await;
+        assert!(out.succeeded());
+        assert!(!out.strays.is_empty());
+        assert!(!out.strays_killed);
+        assert!(!lock.exists(), "the job was killed before it removed {lock:?}");
+    }
+
+    #[tokio::test]
+    async fn a_stray_still_running_after_the_settle_time_is_killed() {
+        let mut spec = sh("(sleep 30 &) >/dev/null 2>&1; echo hi", 5000);
+        spec.settle = Duration::from_millis(100);
+        let out = run(&spec).await;
+        assert_eq!(out.strays.len(), 1, "{:?}", out.strays);
+        assert!(out.strays_killed);
         assert!(group_members(out.pid).is_empty());
     }
 

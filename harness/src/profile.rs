@@ -106,6 +106,10 @@ pub struct HarnessProfile {
     #[serde(with = "humantime_serde")]
     pub output_close_grace: Duration,
     #[serde(with = "humantime_serde")]
+    pub stray_settle: Duration,
+    #[serde(with = "humantime_serde")]
+    pub shrink_budget: Duration,
+    #[serde(with = "humantime_serde")]
     pub launch_timeout: Duration,
 }
 

@@ -9,23 +9,23 @@ use support::{Expect, fixture_dirs, needs_root, root, run_and_check, unproven_mu
 
 /// The csi-hostpath binary built next to this test (`cargo test --workspace` builds it).
 fn csi_hostpath() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
-    let bin = dir.join("csi-hostpath");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it with `cargo build -p csi-hostpath` (scripts/test builds the whole workspace)",
-        bin.display()
-    );
-    bin
+    support::workspace_bin("csi-hostpath")
 }
 
 /// The launch command of the reference plugin, as README documents it.
 fn launch(expect: &Expect) -> String {
     let mut cmd = format!(
-        "{} --endpoint {{endpoint}} --node-id nomad-conform-node --state-dir {{state_dir}} --max-volumes-per-node 16",
+        "{} --endpoint {{endpoint}} --node-id nomad-conform-node --state-dir {{state_dir}}",
         csi_hostpath().display()
     );
+    // The limit the README's command uses, unless the fixture sets its own.
+    if !expect
+        .plugin_args
+        .iter()
+        .any(|a| a == "--max-volumes-per-node")
+    {
+        cmd.push_str(" --max-volumes-per-node 16");
+    }
     for a in &expect.plugin_args {
         cmd.push(' ');
         cmd.push_str(a);
@@ -33,6 +33,10 @@ fn launch(expect: &Expect) -> String {
     for f in &expect.faults {
         cmd.push_str(" --fault ");
         cmd.push_str(f);
+    }
+    for v in &expect.variants {
+        cmd.push_str(" --variant ");
+        cmd.push_str(v);
     }
     cmd
 }

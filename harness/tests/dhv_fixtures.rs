@@ -17,7 +17,11 @@ fn check(plugin: &Path, dir: &Path, expect: &Expect) {
 fn fixture(name: &str) {
     let dir = root().join("fixtures/dhv").join(name);
     let expect = Expect::load(&dir);
-    check(&dir.join("plugin"), &dir, &expect);
+    let plugin = match &expect.plugin_bin {
+        Some(name) => support::workspace_bin(name),
+        None => dir.join("plugin"),
+    };
+    check(&plugin, &dir, &expect);
 }
 
 #[test]
@@ -87,6 +91,11 @@ fixtures! {
     delete_wipes_siblings => "delete-wipes-siblings",
     delete_removes_created_path => "delete-removes-created-path",
     unknown_op_is_create => "unknown-op-is-create",
+    unlocks_in_background => "unlocks-in-background",
+    variant_compiled_binary => "variant-compiled-binary",
+    variant_no_bytes => "variant-no-bytes",
+    variant_outside_volumes_dir => "variant-outside-volumes-dir",
+    variant_reuses_existing_dir => "variant-reuses-existing-dir",
     needs_home => "needs-home",
     needs_path => "needs-path",
     unchecked_variables => "unchecked-variables",

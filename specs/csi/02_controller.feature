@@ -315,15 +315,18 @@ Feature: controller
 
   @CSI-CONTROLLER-UNPUBLISH-IDEMPOTENT @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: ControllerUnpublishVolume of a volume that is not published succeeds
-    A volume that is not attached counts as unpublished.
+    A volume that is not attached counts as unpublished: OK, or NOT_FOUND, which Nomad takes as
+    done.
 
     Basis: CSI spec v1.12, ControllerUnpublishVolume: the call MUST be idempotent, and a volume not
-    attached to the node MUST get OK; Nomad nomad/csi_endpoint.go (controllerUnpublishVolume): any
-    error but NOT_FOUND keeps the claim, so the volume can be neither claimed again nor deleted.
+    attached to the node gets OK; Nomad plugins/csi/client.go (ControllerUnpublishVolume) ignores
+    NOT_FOUND as already done, so a plugin answering NOT_FOUND for what it no longer knows breaks
+    nothing, while nomad/csi_endpoint.go (controllerUnpublishVolume) keeps the claim on any other
+    error, so the volume can be neither claimed again nor deleted.
 
     Given the plugin has created a volume
     When the harness unpublishes the volume from the node
-    Then the call succeeds
+    Then the call succeeds or fails with NOT_FOUND
 
   @CSI-CONTROLLER-LIST @must @requires-LIST_VOLUMES @requires-CREATE_DELETE_VOLUME
   Scenario: ListVolumes shows new volumes and not deleted ones

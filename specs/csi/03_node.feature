@@ -98,14 +98,17 @@ Feature: node
 
   @CSI-NODE-UNSTAGE-IDEMPOTENT @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
   Scenario: NodeUnstageVolume of a volume that is not staged succeeds
+    OK, or NOT_FOUND, which Nomad takes as done.
+
     Basis: CSI spec v1.12, NodeUnstageVolume: the call MUST be idempotent, and a volume not staged
-    at the path MUST get OK; Nomad client/pluginmanager/csimanager/volume.go (unmountVolumeImpl):
-    any error but NOT_FOUND fails the unmount, which client/allocrunner/csi_hook.go
-    (unmountWithRetry) retries for up to 24 hours.
+    at the path gets OK; Nomad plugins/csi/client.go (NodeUnstageVolume) ignores NOT_FOUND as
+    already done, while client/pluginmanager/csimanager/volume.go (unmountVolumeImpl) fails the
+    unmount on any other error, which client/allocrunner/csi_hook.go (unmountWithRetry) retries
+    for up to 24 hours.
 
     Given the plugin has created a volume
     When the harness unstages the volume
-    Then the call succeeds
+    Then the call succeeds or fails with NOT_FOUND
 
   @CSI-NODE-PUBLISH-NO-VOLUME-ID @must
   Scenario: NodePublishVolume without a volume ID is refused
@@ -267,16 +270,18 @@ Feature: node
 
   @CSI-NODE-UNPUBLISH-IDEMPOTENT @must @requires-CREATE_DELETE_VOLUME
   Scenario: NodeUnpublishVolume of a target that is not published succeeds
-    NodeUnpublishVolume MUST be idempotent: Nomad calls it again after any failure.
+    NodeUnpublishVolume MUST be idempotent: Nomad calls it again after any failure. OK, or
+    NOT_FOUND (a node plugin that keeps no record of the volume cannot tell it from one that does
+    not exist), which Nomad takes as done.
 
-    Basis: CSI spec v1.12, NodeUnpublishVolume: the call MUST be idempotent, and NOT_FOUND is meant
-    only for a volume that does not exist; Nomad plugins/csi/client.go (NodeUnpublishVolume):
-    NOT_FOUND is ignored, any other error fails the unmount, which client/allocrunner/csi_hook.go
-    (unmountWithRetry) retries for up to 24 hours.
+    Basis: CSI spec v1.12, NodeUnpublishVolume: the call MUST be idempotent; Nomad
+    plugins/csi/client.go (NodeUnpublishVolume): NOT_FOUND is ignored as already done, any other
+    error fails the unmount, which client/allocrunner/csi_hook.go (unmountWithRetry) retries for up
+    to 24 hours.
 
     Given the plugin has created a volume
     When the harness unpublishes the volume for an allocation
-    Then the call succeeds
+    Then the call succeeds or fails with NOT_FOUND
 
   @CSI-NODE-STATS-NO-VOLUME-ID @must @requires-node-GET_VOLUME_STATS
   Scenario: NodeGetVolumeStats without a volume ID is refused

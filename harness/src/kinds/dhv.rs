@@ -143,6 +143,7 @@ impl DhvOptions {
                 inherit_env: self.inherit_env,
                 capture_limit: self.capture_limit,
                 output_close_grace: profile.harness.output_close_grace,
+                stray_settle: profile.harness.stray_settle,
             }),
             parameters: params,
             failing_parameters: failing,

@@ -28,12 +28,19 @@ pub struct Expect {
     /// Extra arguments for nomad-conform, run from the fixture's directory.
     #[serde(default)]
     pub args: Vec<String>,
-    /// CSI: the fault switches of the reference plugin this fixture turns on.
+    /// CSI and driver: the fault switches of the reference plugin this fixture turns on.
     #[serde(default)]
     pub faults: Vec<String>,
+    /// CSI and driver: the variant switches (behaviours the contract allows) it turns on.
+    #[serde(default)]
+    pub variants: Vec<String>,
     /// CSI: extra arguments for the reference plugin.
     #[serde(default)]
     pub plugin_args: Vec<String>,
+    /// DHV: a plugin binary built with the workspace (next to the tests), instead of the
+    /// fixture's own `plugin` file.
+    #[serde(default)]
+    pub plugin_bin: Option<String>,
 }
 
 impl Expect {
@@ -42,6 +49,20 @@ impl Expect {
         toml::from_str(&std::fs::read_to_string(&path).expect("expect.toml"))
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
+}
+
+/// A binary built with the workspace, next to the running test (`cargo test --workspace`
+/// builds every package's binaries).
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    let bin = dir.join(name);
+    assert!(
+        bin.is_file(),
+        "{} is missing: build the workspace (scripts/test runs `cargo test --workspace`)",
+        bin.display()
+    );
+    bin
 }
 
 pub fn root() -> PathBuf {
@@ -78,6 +99,10 @@ pub fn fixture_dirs(kind: &str) -> BTreeSet<String> {
 /// Run nomad-conform with `args` from `dir`, writing JSON and JUnit, and compare every verdict
 /// with `expect`; panics listing every mismatch.
 pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) {
+    // A variant is a plugin that is right in a way the reference is not: it must conform.
+    let variant = dir
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("variant"));
     let out_dir = tempfile::tempdir().unwrap();
     let json = out_dir.path().join("run.json");
     let junit = out_dir.path().join("run.xml");
@@ -134,6 +159,18 @@ pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) 
     } else {
         0
     };
+    if variant {
+        for case in record.cases.iter().filter(|c| c.is_blocking(false)) {
+            problems.push(format!(
+                "{}: a variant must conform, but this MUST clause is {}",
+                case.clause,
+                case.verdict.as_str()
+            ));
+        }
+        if !expect.faults.is_empty() {
+            problems.push("a variant fixture turns on no fault switch".into());
+        }
+    }
     if output.status.code() != Some(want_code) {
         problems.push(format!(
             "exit status {:?}, expected {want_code}",

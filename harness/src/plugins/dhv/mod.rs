@@ -41,6 +41,9 @@ pub struct Plugin {
     pub inherit_env: bool,
     pub capture_limit: usize,
     pub output_close_grace: Duration,
+    /// How long strays left in the plugin's group may finish on their own (see
+    /// [`crate::process::ExecSpec::settle`]).
+    pub stray_settle: Duration,
 }
 
 /// One finished invocation of the plugin.
@@ -82,6 +85,7 @@ impl Plugin {
             deadline,
             capture_limit: self.capture_limit,
             linger_grace: self.output_close_grace,
+            settle: self.stray_settle,
         };
         let started = Instant::now();
         let out = process::run(&spec).await;
