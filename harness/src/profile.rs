@@ -34,7 +34,41 @@ pub struct Profile {
     pub description: String,
     pub dhv: DhvProfile,
     pub csi: CsiProfile,
+    pub driver: DriverProfile,
     pub harness: HarnessProfile,
+}
+
+/// How Nomad's client times a task driver plugin, and how long the harness waits for what it
+/// observes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriverProfile {
+    /// go-plugin's StartTimeout: how long the host waits for the handshake line.
+    #[serde(with = "humantime_serde")]
+    pub start_timeout: Duration,
+    /// How long the first fingerprint may take (Nomad batches first fingerprints for 50 s).
+    #[serde(with = "humantime_serde")]
+    pub fingerprint_deadline: Duration,
+    /// How long to wait for a second fingerprint (built-in drivers resend every 30 s).
+    #[serde(with = "humantime_serde")]
+    pub fingerprint_period: Duration,
+    /// Driver/Shutdown's deadline and the grace before SIGKILL when Nomad stops a plugin.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
+    /// The harness's deadline for one unary RPC (Nomad sets none on most of them).
+    #[serde(with = "humantime_serde")]
+    pub rpc_deadline: Duration,
+    /// How far past its timeout StopTask may return.
+    #[serde(with = "humantime_serde")]
+    pub stop_margin: Duration,
+    /// TaskStats' collection interval (the client's default is 1 s).
+    #[serde(with = "humantime_serde")]
+    pub stats_interval: Duration,
+    /// How long an exec streaming case may take (Nomad's conformance suite gives 30 s).
+    #[serde(with = "humantime_serde")]
+    pub exec_deadline: Duration,
+    /// Generated task configurations tried by DRIVER-GENERATED-CONFIGS.
+    pub generated_cases: u32,
 }
 
 /// Timeouts Nomad applies to CSI calls.
@@ -191,6 +225,18 @@ mod tests {
         assert_eq!(p.dhv.fingerprint_kill_deadline(), Duration::from_secs(5));
         assert_eq!(p.csi.deadline("plugin info"), Some(Duration::from_secs(1)));
         assert_eq!(p.csi.rpc_deadline, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn the_fast_profile_shortens_only_the_harness_waits() {
+        let fast = Profile::load(Some("fast")).unwrap();
+        let base = Profile::load(None).unwrap();
+        assert_eq!(fast.name, "fast");
+        assert!(fast.driver.fingerprint_period < base.driver.fingerprint_period);
+        assert_eq!(base.driver.start_timeout, Duration::from_secs(60));
+        // Deadlines Nomad enforces on DHV and CSI plugins are the same.
+        assert_eq!(fast.dhv.create_deadline, base.dhv.create_deadline);
+        assert_eq!(fast.csi.probe_deadline, base.csi.probe_deadline);
     }
 
     #[test]

@@ -1,0 +1,74 @@
+@driver
+Feature: observation
+  What Nomad learns about a running task: resource usage on the TaskStats stream, events on the
+  TaskEvents stream, and the task's output through the log FIFOs Nomad's logmon reads. What the
+  task sees: the environment and the directories Nomad gave it.
+
+  @DRIVER-STATS @must @shape-long
+  Scenario: TaskStats streams usage at the requested interval
+    Basis: Nomad client/allocrunner/taskrunner/stats_hook.go opens TaskStats with the client's
+    collection interval (1 s by default) and feeds the resource metrics and the UI from it.
+
+    Given the plugin is running as Nomad's long-lived instance
+    And the harness has started a long task
+    When the harness collects the task's stats for three intervals
+    Then at least two stats messages arrived, with a timestamp and no negative usage
+
+  @DRIVER-STATS-ENDS @should @shape-exit
+  Scenario: the TaskStats stream ends when the task is gone
+    Basis: Nomad client/allocrunner/taskrunner/stats_hook.go keeps reading until the stream ends
+    or the task runner stops it; a stream that never ends keeps a goroutine and a connection per
+    finished task.
+
+    Given the plugin is running as Nomad's long-lived instance
+    And the harness has started a task that exits with code 3
+    When the harness collects the task's stats until it exits
+    Then the stats stream ends after the task exited
+
+  @DRIVER-EVENTS-IDS @must @shape-long
+  Scenario: task events name their allocation and task
+    Basis: Nomad client/pluginmanager/drivermanager/instance.go (handleEvents) routes each event by
+    alloc_id and task_name and drops events without them.
+
+    Given the plugin is running as Nomad's long-lived instance
+    And Nomad has opened the TaskEvents stream
+    And the harness has started a long task
+    When the harness stops the task with SIGTERM and a 1 s timeout
+    Then every task event received carries the task's alloc_id and task_name
+
+  @DRIVER-LOGS @must @shape-output
+  Scenario: the task's stdout and stderr reach the FIFOs Nomad gave it
+    Unless the driver's capabilities disable log collection, Nomad's logmon reads the task's
+    output from the stdout_path and stderr_path FIFOs.
+
+    Basis: Nomad client/allocrunner/taskrunner/logmon_hook.go creates the FIFOs and
+    task_runner.go (buildTaskConfig) passes them as stdout_path and stderr_path; output not
+    written there never reaches `nomad alloc logs`.
+
+    Given the plugin is running as Nomad's long-lived instance
+    And the harness has started a task that writes known lines to stdout and stderr
+    When the task has exited
+    Then its stdout FIFO carried its stdout lines and its stderr FIFO its stderr lines
+
+  @DRIVER-TASK-ENV @must @shape-output
+  Scenario: the task sees the environment Nomad gave it
+    Basis: Nomad client/taskenv/env.go builds the task's environment (NOMAD_* variables, the
+    job's env block) and task_runner.go passes it in TaskConfig.env; a task without it cannot find
+    its allocation, ports or secrets.
+
+    Given the plugin is running as Nomad's long-lived instance
+    And the harness has started a task that writes known lines to stdout and stderr
+    When the task has exited
+    Then the task saw the environment it was given
+
+  @DRIVER-TASK-DIRS @must @shape-output
+  Scenario: the task can use the allocation and task directories it was given
+    NOMAD_ALLOC_DIR, NOMAD_TASK_DIR and NOMAD_SECRETS_DIR name directories the task can write.
+
+    Basis: Nomad client/allocdir builds the directories and client/taskenv/env.go names them in
+    the environment; jobs rely on local/, secrets/ and alloc/data to exist and be writable.
+
+    Given the plugin is running as Nomad's long-lived instance
+    And the harness has started a task that writes known lines to stdout and stderr
+    When the task has exited
+    Then the task wrote a file into each of its directories
