@@ -262,3 +262,75 @@ fn sigint_stops_the_launched_plugin_and_cleans_up() {
         .collect();
     assert!(plugins.is_empty(), "plugin still running: {plugins:?}");
 }
+
+/// The verdict of every clause, by clause ID, from one run of the suite.
+fn verdicts(args: &[String]) -> std::collections::BTreeMap<String, String> {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("run.json");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("-q")
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
+        panic!(
+            "no record ({e}): {}",
+            String::from_utf8_lossy(&status.stderr)
+        )
+    });
+    let record: nomad_conform_reports::model::RunRecord = serde_json::from_str(&text).unwrap();
+    record
+        .cases
+        .iter()
+        .map(|c| (c.clause.clone(), c.verdict.as_str().to_string()))
+        .collect()
+}
+
+/// A node that takes 3 volumes at most, the suite at --jobs 1 and --jobs 8, three times each:
+/// the same verdict for every clause every time (the attachment budget keeps clauses from
+/// driving the plugin past its own limit, whatever runs at the same time).
+#[test]
+fn verdicts_do_not_depend_on_jobs() {
+    if !needs_root("the CSI determinism test (bind mounts)") {
+        return;
+    }
+    let expect = Expect {
+        plugin_args: vec!["--max-volumes-per-node".into(), "3".into()],
+        ..Expect::default()
+    };
+    let mut runs = Vec::new();
+    for jobs in ["1", "8"] {
+        for _ in 0..3 {
+            let args: Vec<String> = vec![
+                "csi".into(),
+                "--launch".into(),
+                launch(&expect),
+                "--mutable-parameters".into(),
+                r#"{"tier":"fast"}"#.into(),
+                "--jobs".into(),
+                jobs.into(),
+                "--seed".into(),
+                "7".into(),
+            ];
+            runs.push((jobs, verdicts(&args)));
+        }
+    }
+    let (first_jobs, first) = &runs[0];
+    assert!(first.len() > 100, "{first:?}");
+    for (jobs, run) in &runs[1..] {
+        let differ: Vec<String> = first
+            .iter()
+            .filter(|(id, v)| run.get(*id) != Some(v))
+            .map(|(id, v)| format!("{id}: {v} at --jobs {first_jobs}, {:?} at --jobs {jobs}", run.get(id)))
+            .collect();
+        assert!(differ.is_empty(), "verdicts differ:\n{}", differ.join("\n"));
+    }
+    // And they are the reference's: every clause passes or is skipped.
+    let bad: Vec<_> = first
+        .iter()
+        .filter(|(_, v)| !matches!(v.as_str(), "pass" | "skip"))
+        .collect();
+    assert!(bad.is_empty(), "not passing with a limit of 3: {bad:?}");
+}

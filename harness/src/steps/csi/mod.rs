@@ -457,6 +457,8 @@ impl CsiWorld {
             self.mark_undone(&Undo::DeleteVolume {
                 volume_id: id.to_string(),
             });
+            // A deleted volume no longer takes one of the node's attachments.
+            self.attached.remove(id);
         }
         rpc
     }
@@ -605,6 +607,9 @@ impl CsiWorld {
         );
         if rpc.ok() {
             self.mark_undone(&undo);
+            if let Undo::ControllerUnpublish { volume_id, .. } = &undo {
+                self.attached.remove(volume_id);
+            }
         }
         rpc
     }
