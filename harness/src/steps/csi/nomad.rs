@@ -640,6 +640,10 @@ async fn lifecycles(w: &mut CsiWorld) -> StepResult {
             }
             all.push(rpc);
         }
+        // A round that failed may have left its volume attached: the next would only pile up.
+        if !failures.is_empty() {
+            break;
+        }
     }
     w.round_failures = failures;
     w.last = all;

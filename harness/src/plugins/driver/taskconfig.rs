@@ -1,0 +1,365 @@
+//! A task as the Nomad client hands it to a driver: the allocation directory it builds, the log
+//! FIFOs logmon reads, the task's environment and the `TaskConfig` message.
+//!
+//! Facts (contracts/task-drivers.md B.4, C.1): the task ID is `<alloc id>/<task>/<8 random
+//! characters>`, new for every start; the allocation directory holds `alloc/{data,logs,tmp}` and
+//! `<task>/{local,secrets,tmp}` (client/allocdir); stdout and stderr are FIFOs
+//! `<alloc>/alloc/logs/.<task>.stdout.fifo` and `.stderr.fifo` made by logmon; the environment
+//! carries the NOMAD_* variables of client/taskenv. For chroot or image isolation Nomad would
+//! also populate the task directory with a chroot; the harness builds the same layout and leaves
+//! populating it to the driver (documented in the README).
+//!
+//! Every task also gets `NOMAD_CONFORM_TASK=<run>/<task id>` in its environment, so that the
+//! harness can find its processes (and kill them at the end) whatever the driver did with them.
+
+use std::collections::HashMap;
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use nomad_conform_proto::nomad::drivers as pb;
+use rand::RngExt as _;
+use tokio::io::AsyncReadExt as _;
+
+use crate::process::{Capture, ProcInfo};
+
+/// The variable that marks a task's processes.
+pub const MARKER_VAR: &str = "NOMAD_CONFORM_TASK";
+
+/// Who the task belongs to, as the scheduler would have named it.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    pub alloc_id: String,
+    pub job_id: String,
+    pub job_name: String,
+    pub group: String,
+    pub task: String,
+    pub namespace: String,
+    pub node_id: String,
+    pub node_name: String,
+}
+
+/// An allocation directory built for one task.
+#[derive(Clone, Debug)]
+pub struct AllocDir {
+    /// The allocation's directory (`alloc_dir` in the TaskConfig).
+    pub root: PathBuf,
+    pub task: String,
+}
+
+impl AllocDir {
+    /// Build `<base>/<alloc id>` with Nomad's layout for `task`.
+    pub fn build(base: &Path, alloc_id: &str, task: &str) -> std::io::Result<AllocDir> {
+        let root = base.join(alloc_id);
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true).mode(0o755);
+        for d in ["alloc/data", "alloc/logs", "alloc/tmp"] {
+            b.create(root.join(d))?;
+        }
+        for d in ["local", "tmp"] {
+            b.create(root.join(task).join(d))?;
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root.join(task).join("secrets"))?;
+        Ok(AllocDir {
+            root,
+            task: task.to_string(),
+        })
+    }
+
+    pub fn shared(&self) -> PathBuf {
+        self.root.join("alloc")
+    }
+
+    pub fn task_dir(&self) -> PathBuf {
+        self.root.join(&self.task).join("local")
+    }
+
+    pub fn secrets_dir(&self) -> PathBuf {
+        self.root.join(&self.task).join("secrets")
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root.join("alloc/logs")
+    }
+}
+
+/// The two FIFOs logmon would read, and what came out of them (bounded).
+#[derive(Clone, Debug)]
+pub struct LogFifos {
+    pub stdout_path: PathBuf,
+    pub stderr_path: PathBuf,
+    pub stdout: Arc<Mutex<Capture>>,
+    pub stderr: Arc<Mutex<Capture>>,
+}
+
+impl LogFifos {
+    /// Make `.<task>.stdout.fifo` and `.<task>.stderr.fifo` in `logs_dir` and start reading them.
+    /// Each is opened read-write, so that the reader neither blocks waiting for the driver nor
+    /// sees an end of file between two writers (logmon reopens; the harness just keeps reading).
+    pub fn create(logs_dir: &Path, task: &str, limit: usize) -> std::io::Result<LogFifos> {
+        let stdout_path = logs_dir.join(format!(".{task}.stdout.fifo"));
+        let stderr_path = logs_dir.join(format!(".{task}.stderr.fifo"));
+        let fifos = LogFifos {
+            stdout: Arc::new(Mutex::new(Capture::new(limit))),
+            stderr: Arc::new(Mutex::new(Capture::new(limit))),
+            stdout_path,
+            stderr_path,
+        };
+        for (path, capture) in [
+            (&fifos.stdout_path, &fifos.stdout),
+            (&fifos.stderr_path, &fifos.stderr),
+        ] {
+            nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                .map_err(std::io::Error::from)?;
+            let mut rx = tokio::net::unix::pipe::OpenOptions::new()
+                .read_write(true)
+                .open_receiver(path)?;
+            let capture = capture.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                loop {
+                    match rx.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if let Ok(mut c) = capture.lock() {
+                                c.push(&buf[..n]);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        Ok(fifos)
+    }
+
+    /// What the task wrote to stdout so far (lossy text of the kept bytes).
+    pub fn stdout_text(&self) -> String {
+        text_of(&self.stdout)
+    }
+
+    pub fn stderr_text(&self) -> String {
+        text_of(&self.stderr)
+    }
+}
+
+fn text_of(c: &Arc<Mutex<Capture>>) -> String {
+    c.lock()
+        .map(|c| c.excerpt(crate::process::REPORT_EXCERPT_BYTES).text)
+        .unwrap_or_default()
+}
+
+/// `<alloc id>/<task>/<8 random characters>`, as the client makes a task ID.
+pub fn task_id(alloc_id: &str, task: &str, rng: &mut impl rand::Rng) -> String {
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let tail: String = (0..8)
+        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+        .collect();
+    format!("{alloc_id}/{task}/{tail}")
+}
+
+/// The task's environment: the NOMAD_* variables Nomad sets (client/taskenv/env.go) for a task
+/// of a raw allocation, plus the harness's marker.
+pub fn task_env(p: &Placement, dir: &AllocDir, marker: &str) -> HashMap<String, String> {
+    let s = |p: &Path| p.display().to_string();
+    HashMap::from([
+        ("NOMAD_ALLOC_DIR".into(), s(&dir.shared())),
+        ("NOMAD_TASK_DIR".into(), s(&dir.task_dir())),
+        ("NOMAD_SECRETS_DIR".into(), s(&dir.secrets_dir())),
+        ("NOMAD_ALLOC_ID".into(), p.alloc_id.clone()),
+        (
+            "NOMAD_ALLOC_NAME".into(),
+            format!("{}.{}[0]", p.job_name, p.group),
+        ),
+        ("NOMAD_ALLOC_INDEX".into(), "0".into()),
+        ("NOMAD_TASK_NAME".into(), p.task.clone()),
+        ("NOMAD_GROUP_NAME".into(), p.group.clone()),
+        ("NOMAD_JOB_ID".into(), p.job_id.clone()),
+        ("NOMAD_JOB_NAME".into(), p.job_name.clone()),
+        ("NOMAD_NAMESPACE".into(), p.namespace.clone()),
+        ("NOMAD_REGION".into(), "global".into()),
+        ("NOMAD_DC".into(), "dc1".into()),
+        ("NOMAD_CPU_LIMIT".into(), "100".into()),
+        ("NOMAD_MEMORY_LIMIT".into(), "64".into()),
+        (
+            "PATH".into(),
+            "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into(),
+        ),
+        (MARKER_VAR.into(), marker.to_string()),
+    ])
+}
+
+/// The TaskConfig the client sends in StartTask (the fields plugins/drivers/utils.go fills:
+/// 100 MHz of CPU shares and 64 MiB of memory, the numbers of a small job).
+pub fn task_config(
+    id: &str,
+    p: &Placement,
+    dir: &AllocDir,
+    fifos: &LogFifos,
+    env: HashMap<String, String>,
+    msgpack_driver_config: Vec<u8>,
+) -> pb::TaskConfig {
+    let memory_mb = 64;
+    pb::TaskConfig {
+        id: id.to_string(),
+        name: p.task.clone(),
+        msgpack_driver_config,
+        env,
+        resources: Some(pb::Resources {
+            allocated_resources: Some(pb::AllocatedTaskResources {
+                cpu: Some(pb::AllocatedCpuResources { cpu_shares: 100 }),
+                memory: Some(pb::AllocatedMemoryResources {
+                    memory_mb,
+                    memory_max_mb: 0,
+                }),
+                networks: Vec::new(),
+            }),
+            linux_resources: Some(pb::LinuxResources {
+                cpu_shares: 100,
+                memory_limit_bytes: memory_mb << 20,
+                ..Default::default()
+            }),
+            ports: Vec::new(),
+        }),
+        alloc_dir: dir.root.display().to_string(),
+        stdout_path: fifos.stdout_path.display().to_string(),
+        stderr_path: fifos.stderr_path.display().to_string(),
+        task_group_name: p.group.clone(),
+        job_name: p.job_name.clone(),
+        alloc_id: p.alloc_id.clone(),
+        job_id: p.job_id.clone(),
+        namespace: p.namespace.clone(),
+        node_name: p.node_name.clone(),
+        node_id: p.node_id.clone(),
+        ..Default::default()
+    }
+}
+
+/// Live processes whose environment carries `NOMAD_CONFORM_TASK=<marker>` (the task's, or
+/// every task of a run when `marker` is a run prefix followed by `/`).
+pub fn marked_processes(marker: &str) -> Vec<ProcInfo> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let want = format!("{MARKER_VAR}={marker}");
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            crate::process::proc_stat(*pid).is_some_and(|s| !s.zombie)
+                && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                    env.split(|b| *b == 0).any(|kv| {
+                        let kv = String::from_utf8_lossy(kv);
+                        if marker.ends_with('/') {
+                            kv.starts_with(&want)
+                        } else {
+                            kv == want
+                        }
+                    })
+                })
+        })
+        .map(|pid| ProcInfo {
+            pid,
+            cmdline: crate::process::cmdline(pid),
+        })
+        .collect()
+}
+
+/// SIGKILL every process carrying `marker`, repeatedly until none is left (a dying parent may
+/// have children that are still being forked); returns what was found.
+pub async fn kill_marked(marker: &str) -> Vec<ProcInfo> {
+    let mut found = Vec::new();
+    for _ in 0..20 {
+        let now = marked_processes(marker);
+        if now.is_empty() {
+            break;
+        }
+        for p in &now {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p.pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            if !found.iter().any(|f: &ProcInfo| f.pid == p.pid) {
+                found.push(p.clone());
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_are_nomads() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let id = task_id("a1", "web", &mut rng);
+        let parts: Vec<&str> = id.split('/').collect();
+        assert_eq!(parts[..2], ["a1", "web"]);
+        assert_eq!(parts[2].len(), 8);
+        assert_ne!(id, task_id("a1", "web", &mut rng));
+    }
+
+    #[test]
+    fn the_alloc_dir_has_nomads_layout() {
+        let base = tempfile::tempdir().unwrap();
+        let d = AllocDir::build(base.path(), "a1", "web").unwrap();
+        for p in [
+            "alloc/data",
+            "alloc/logs",
+            "alloc/tmp",
+            "web/local",
+            "web/secrets",
+            "web/tmp",
+        ] {
+            assert!(d.root.join(p).is_dir(), "{p}");
+        }
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(d.secrets_dir()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[tokio::test]
+    async fn what_a_task_writes_to_its_fifos_is_captured() {
+        let base = tempfile::tempdir().unwrap();
+        let d = AllocDir::build(base.path(), "a1", "web").unwrap();
+        let f = LogFifos::create(&d.logs_dir(), "web", 4096).unwrap();
+        let script = format!(
+            "echo out > {}; echo err > {}",
+            f.stdout_path.display(),
+            f.stderr_path.display()
+        );
+        let st = std::process::Command::new("/bin/sh")
+            .args(["-c", &script])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        for _ in 0..100 {
+            if f.stdout_text() == "out\n" && f.stderr_text() == "err\n" {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("captured {:?} / {:?}", f.stdout_text(), f.stderr_text());
+    }
+
+    #[tokio::test]
+    async fn marked_processes_are_found_and_killed() {
+        let marker = format!("test-{}/t1", std::process::id());
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .env(MARKER_VAR, &marker)
+            .spawn()
+            .unwrap();
+        let found = marked_processes(&marker);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].pid, child.id() as i32);
+        let killed = kill_marked(&marker).await;
+        assert_eq!(killed.len(), 1);
+        let _ = child.wait();
+        assert!(marked_processes(&marker).is_empty());
+    }
+}
