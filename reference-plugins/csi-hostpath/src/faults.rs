@@ -37,12 +37,13 @@ pub enum Fault {
     PublishUnknownVolumeOk,
     PublishUnknownNodeOk,
     PublishIncompatibleOk,
-    PublishIgnoresMaxVolumes,
+    PublishLimitWrongCode,
+    PublishLimitTooEarly,
     PublishContextChanges,
     ControllerUnpublishNotIdempotent,
     ValidateAcceptsMissingCapabilities,
     ValidateUnknownOk,
-    ValidateNotConfirmed,
+    ValidateConfirmsOther,
     ListIgnoresMaxEntries,
     ListBadTokenOk,
     GetCapacityNegative,
@@ -51,7 +52,6 @@ pub enum Fault {
     UnstageNotIdempotent,
     NodePublishNotIdempotent,
     NodePublishWithoutStageOk,
-    NodePublishSecondTargetOk,
     NodePublishIgnoresReadonly,
     NodePublishNoMount,
     NodeUnpublishNotIdempotent,
@@ -117,12 +117,13 @@ impl Fault {
         Fault::PublishUnknownVolumeOk,
         Fault::PublishUnknownNodeOk,
         Fault::PublishIncompatibleOk,
-        Fault::PublishIgnoresMaxVolumes,
+        Fault::PublishLimitWrongCode,
+        Fault::PublishLimitTooEarly,
         Fault::PublishContextChanges,
         Fault::ControllerUnpublishNotIdempotent,
         Fault::ValidateAcceptsMissingCapabilities,
         Fault::ValidateUnknownOk,
-        Fault::ValidateNotConfirmed,
+        Fault::ValidateConfirmsOther,
         Fault::ListIgnoresMaxEntries,
         Fault::ListBadTokenOk,
         Fault::GetCapacityNegative,
@@ -131,7 +132,6 @@ impl Fault {
         Fault::UnstageNotIdempotent,
         Fault::NodePublishNotIdempotent,
         Fault::NodePublishWithoutStageOk,
-        Fault::NodePublishSecondTargetOk,
         Fault::NodePublishIgnoresReadonly,
         Fault::NodePublishNoMount,
         Fault::NodeUnpublishNotIdempotent,
@@ -197,12 +197,13 @@ impl Fault {
             Fault::PublishUnknownVolumeOk => "publish-unknown-volume-ok",
             Fault::PublishUnknownNodeOk => "publish-unknown-node-ok",
             Fault::PublishIncompatibleOk => "publish-incompatible-ok",
-            Fault::PublishIgnoresMaxVolumes => "publish-ignores-max-volumes",
+            Fault::PublishLimitWrongCode => "publish-limit-wrong-code",
+            Fault::PublishLimitTooEarly => "publish-limit-too-early",
             Fault::PublishContextChanges => "publish-context-changes",
             Fault::ControllerUnpublishNotIdempotent => "controller-unpublish-not-idempotent",
             Fault::ValidateAcceptsMissingCapabilities => "validate-accepts-missing-capabilities",
             Fault::ValidateUnknownOk => "validate-unknown-ok",
-            Fault::ValidateNotConfirmed => "validate-not-confirmed",
+            Fault::ValidateConfirmsOther => "validate-confirms-other",
             Fault::ListIgnoresMaxEntries => "list-ignores-max-entries",
             Fault::ListBadTokenOk => "list-bad-token-ok",
             Fault::GetCapacityNegative => "get-capacity-negative",
@@ -211,7 +212,6 @@ impl Fault {
             Fault::UnstageNotIdempotent => "unstage-not-idempotent",
             Fault::NodePublishNotIdempotent => "node-publish-not-idempotent",
             Fault::NodePublishWithoutStageOk => "node-publish-without-stage-ok",
-            Fault::NodePublishSecondTargetOk => "node-publish-second-target-ok",
             Fault::NodePublishIgnoresReadonly => "node-publish-ignores-readonly",
             Fault::NodePublishNoMount => "node-publish-no-mount",
             Fault::NodeUnpublishNotIdempotent => "node-unpublish-not-idempotent",
@@ -319,9 +319,13 @@ impl Fault {
                 "ControllerPublishVolume again with another capability or readonly returns OK \
                  instead of ALREADY_EXISTS"
             }
-            Fault::PublishIgnoresMaxVolumes => {
-                "ControllerPublishVolume beyond --max-volumes-per-node returns OK instead of \
-                 RESOURCE_EXHAUSTED"
+            Fault::PublishLimitWrongCode => {
+                "ControllerPublishVolume beyond --max-volumes-per-node fails with INTERNAL \
+                 instead of RESOURCE_EXHAUSTED"
+            }
+            Fault::PublishLimitTooEarly => {
+                "ControllerPublishVolume refuses (RESOURCE_EXHAUSTED) once \
+                 --max-volumes-per-node minus one volumes are published to the node"
             }
             Fault::PublishContextChanges => {
                 "ControllerPublishVolume answers every call, retries too, with a new \
@@ -337,9 +341,9 @@ impl Fault {
             Fault::ValidateUnknownOk => {
                 "ValidateVolumeCapabilities of an unknown volume confirms instead of NOT_FOUND"
             }
-            Fault::ValidateNotConfirmed => {
-                "ValidateVolumeCapabilities never sets confirmed, even for the volume's own \
-                 capabilities"
+            Fault::ValidateConfirmsOther => {
+                "ValidateVolumeCapabilities confirms another access mode than the one asked \
+                 for (MULTI_NODE_READER_ONLY for SINGLE_NODE_WRITER, and so on)"
             }
             Fault::ListIgnoresMaxEntries => {
                 "ListVolumes and ListSnapshots return every entry whatever max_entries says"
@@ -365,10 +369,6 @@ impl Fault {
             Fault::NodePublishWithoutStageOk => {
                 "NodePublishVolume without staging_target_path succeeds instead of \
                  FAILED_PRECONDITION, although STAGE_UNSTAGE_VOLUME is advertised"
-            }
-            Fault::NodePublishSecondTargetOk => {
-                "NodePublishVolume to a second target of a single-node volume succeeds \
-                 instead of FAILED_PRECONDITION"
             }
             Fault::NodePublishIgnoresReadonly => {
                 "NodePublishVolume with readonly=true leaves the target writable"

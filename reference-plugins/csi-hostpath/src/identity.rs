@@ -61,6 +61,10 @@ impl IdentityService {
 
 /// The plugin serves the Controller and GroupController services and can grow volumes while
 /// they are in use.
+///
+/// Under the node-only variant this instance serves neither (main.rs does not register
+/// them), and still advertises both: a plugin's capabilities are the sum over its instances,
+/// and in a split deployment another instance is the controller.
 fn plugin_capabilities() -> Vec<PluginCapability> {
     let serves = |kind: service::Type| PluginCapability {
         r#type: Some(plugin_capability::Type::Service(

@@ -3,14 +3,16 @@
 //! A monolith plugin (Identity, Controller, GroupController and Node on one unix socket) whose
 //! volumes are directories on this host, or for the block access type image files attached to
 //! loop devices. It is meant to be read: each service is one module, every rule of the CSI
-//! spec it follows is implemented in one visible place, and `--fault NAME` switches break one
-//! rule at a time so the conformance suite can prove its checks fail.
+//! spec it follows is implemented in one visible place, `--fault NAME` switches break one
+//! rule at a time so the conformance suite can prove its checks fail, and `--variant NAME`
+//! switches take another path the spec allows, so the suite can prove it still passes.
 //!
 //! Modules: `identity`, `controller`, `group_controller` and `node` are the four gRPC
 //! services; `state` is the persisted memory (state.json); `storage` the volume and snapshot
 //! directories and images; `mounts` the bind mounts; `loop_device` the loop devices of block
 //! volumes; `locks` the per-volume serialisation; `rpc` shared request/answer helpers;
-//! `faults` the fault switches; `plugin` what the services share.
+//! `faults` the fault switches; `variants` the variant switches; `page_tokens` the listings'
+//! page tokens; `plugin` what the services share.
 //!
 //! This file: the command line, and serving gRPC on the socket until SIGTERM or SIGINT.
 
@@ -22,10 +24,12 @@ mod locks;
 mod loop_device;
 mod mounts;
 mod node;
+mod page_tokens;
 mod plugin;
 mod rpc;
 mod state;
 mod storage;
+mod variants;
 
 use std::io::ErrorKind;
 use std::os::unix::fs::FileTypeExt;
@@ -51,6 +55,7 @@ use crate::group_controller::GroupControllerService;
 use crate::identity::IdentityService;
 use crate::node::NodeService;
 use crate::plugin::{Config, PLUGIN_NAME, Plugin};
+use crate::variants::{Variant, Variants};
 
 /// How long calls in flight may take to finish after SIGTERM. Nomad's default kill_timeout
 /// is 5 s, after which it sends SIGKILL.
@@ -61,7 +66,7 @@ const MAX_SOCKET_PATH: usize = 107;
 
 /// Reference CSI plugin: host directories (and image files as block devices) as volumes.
 #[derive(Debug, Parser)]
-#[command(name = "csi-hostpath", version, after_long_help = faults::help_text())]
+#[command(name = "csi-hostpath", version, after_long_help = switches_help())]
 struct Cli {
     /// Where to serve gRPC: unix:///absolute/path (Nomad passes it as CSI_ENDPOINT)
     #[arg(long, env = "CSI_ENDPOINT", value_name = "unix:///PATH", value_parser = parse_endpoint)]
@@ -82,6 +87,20 @@ struct Cli {
     /// Break one CSI rule on purpose (repeatable); see the list below
     #[arg(long = "fault", value_name = "NAME", value_parser = parse_fault)]
     faults: Vec<Fault>,
+
+    /// Behave in another way CSI allows (repeatable); see the list below
+    #[arg(long = "variant", value_name = "NAME", value_parser = parse_variant)]
+    variants: Vec<Variant>,
+
+    /// Make sure a 1 GiB mount volume with this id (and name) exists at start-up, as if a
+    /// controller instance had created it (repeatable; for node-only runs)
+    #[arg(long = "preset-volume", value_name = "NAME", value_parser = parse_preset_volume)]
+    preset_volumes: Vec<String>,
+}
+
+/// The fault and variant lists for `--help`.
+fn switches_help() -> String {
+    format!("{}\n{}", faults::help_text(), variants::help_text())
 }
 
 fn parse_endpoint(endpoint: &str) -> Result<PathBuf, String> {
@@ -117,6 +136,23 @@ fn parse_node_id(id: &str) -> Result<String, String> {
 
 fn parse_fault(name: &str) -> Result<Fault, String> {
     name.parse()
+}
+
+fn parse_variant(name: &str) -> Result<Variant, String> {
+    name.parse()
+}
+
+/// A preset volume's id becomes a directory name under `<state-dir>/volumes`, so it is kept
+/// to characters that cannot leave that directory.
+fn parse_preset_volume(id: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if id.is_empty() || id.len() > 128 || id.starts_with('.') || !id.chars().all(allowed) {
+        return Err(format!(
+            "preset volume {id:?} must be 1 to 128 letters, digits, '-', '_' or '.', not \
+             starting with '.'"
+        ));
+    }
+    Ok(id.to_string())
 }
 
 fn main() -> ExitCode {
@@ -160,12 +196,19 @@ fn one_line(message: &str) -> String {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let faults = Faults::new(cli.faults);
+    let variants = Variants::new(cli.variants);
     let config = Config {
         node_id: cli.node_id,
         max_volumes_per_node: cli.max_volumes_per_node,
         state_dir: cli.state_dir,
     };
-    let plugin = Plugin::open(config, faults).context("failed to open the state directory")?;
+    let plugin =
+        Plugin::open(config, faults, variants).context("failed to open the state directory")?;
+    for id in &cli.preset_volumes {
+        plugin
+            .preset_volume(id)
+            .with_context(|| format!("failed to preset volume {id:?}"))?;
+    }
     let plugin = Arc::new(plugin);
     let shutdown = shutdown_signal()?;
 
@@ -174,26 +217,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let listener = UnixListener::bind(&socket)
         .with_context(|| format!("failed to listen on {}", socket.display()))?;
     eprintln!(
-        "{PLUGIN_NAME} {} serving on unix://{} (node {:?}, state in {}, faults: {})",
+        "{PLUGIN_NAME} {} serving on unix://{} (node {:?}, state in {}, faults: {}, \
+         variants: {})",
         env!("CARGO_PKG_VERSION"),
         socket.display(),
         plugin.config.node_id,
         plugin.config.state_dir.display(),
         plugin.faults,
+        plugin.variants,
     );
 
     // Serve until a signal, then stop accepting calls and give the ones in flight (and
     // clients' connections) a grace period to finish before exiting regardless.
     let identity = IdentityServer::new(IdentityService::new(Arc::clone(&plugin)));
-    let controller = ControllerServer::new(ControllerService::new(Arc::clone(&plugin)));
-    let group_controller =
-        GroupControllerServer::new(GroupControllerService::new(Arc::clone(&plugin)));
+    // node-only: the plugin instance of a split deployment that runs on every node. The
+    // Controller and GroupController services are not registered, so their RPCs get
+    // UNIMPLEMENTED from gRPC itself; Identity still advertises them (see identity.rs).
+    let serves_controller = !plugin.variants.has(Variant::NodeOnly);
+    let controller = serves_controller
+        .then(|| ControllerServer::new(ControllerService::new(Arc::clone(&plugin))));
+    let group_controller = serves_controller
+        .then(|| GroupControllerServer::new(GroupControllerService::new(Arc::clone(&plugin))));
     let node = NodeServer::new(NodeService::new(Arc::clone(&plugin)));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = Server::builder()
         .add_service(identity)
-        .add_service(controller)
-        .add_service(group_controller)
+        .add_optional_service(controller)
+        .add_optional_service(group_controller)
         .add_service(node)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
             let _ = stopped.await;

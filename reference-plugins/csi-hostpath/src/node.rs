@@ -6,29 +6,29 @@
 //! device and published by bind-mounting the device node onto a file; that part is in
 //! `node/block.rs`. Every stage and publish is recorded with its arguments, so a retry is
 //! recognised (OK), a conflicting call is refused (ALREADY_EXISTS), and a mount (or loop
-//! device) lost to a reboot is made again when the CO retries.
+//! device) lost to a reboot is made again when the CO retries. NodeGetVolumeStats and
+//! NodeExpandVolume are in `node/stats.rs`.
 //!
 //! Calls for one volume run one after the other (they hold the volume's lock), as Nomad's own
 //! client does.
 
 mod block;
+mod stats;
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nix::sys::statvfs::statvfs;
 use nomad_conform_proto::csi::v1::node_server::Node;
 use nomad_conform_proto::csi::v1::node_service_capability::rpc::Type as RpcType;
 use nomad_conform_proto::csi::v1::node_service_capability::{self, Rpc};
-use nomad_conform_proto::csi::v1::volume_usage::Unit;
 use nomad_conform_proto::csi::v1::{
     NodeExpandVolumeRequest, NodeExpandVolumeResponse, NodeGetCapabilitiesRequest,
     NodeGetCapabilitiesResponse, NodeGetInfoRequest, NodeGetInfoResponse,
     NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse, NodePublishVolumeRequest,
     NodePublishVolumeResponse, NodeServiceCapability, NodeStageVolumeRequest,
     NodeStageVolumeResponse, NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse,
-    NodeUnstageVolumeRequest, NodeUnstageVolumeResponse, VolumeUsage,
+    NodeUnstageVolumeRequest, NodeUnstageVolumeResponse,
 };
 use tonic::{Request, Response, Status};
 
@@ -38,6 +38,7 @@ use crate::mounts;
 use crate::plugin::Plugin;
 use crate::rpc;
 use crate::state::{AccessType, NodePublication, Staging, Volume};
+use crate::variants::Variant;
 
 pub struct NodeService {
     plugin: Arc<Plugin>,
@@ -114,7 +115,7 @@ impl NodeService {
             // A retry. The mount (or loop device) may have been lost (a reboot): make sure it
             // is there.
             return match volume.access_type {
-                AccessType::Mount => ensure_bind(&volume_dir, Path::new(path), &volume_dir, false),
+                AccessType::Mount => self.stage_mount(&volume_dir, Path::new(path)),
                 AccessType::Block => self.stage_block(&volume, existing),
             }
             .map(|()| NodeStageVolumeResponse {});
@@ -141,7 +142,7 @@ impl NodeService {
                 .stage_block(&volume, staging)
                 .map(|()| NodeStageVolumeResponse {});
         }
-        ensure_bind(&volume_dir, Path::new(path), &volume_dir, false)?;
+        self.stage_mount(&volume_dir, Path::new(path))?;
         let saved = plugin.store.update(|s| {
             s.stagings.insert(path.to_string(), staging);
             Ok(())
@@ -185,9 +186,17 @@ impl NodeService {
                     "volume {id:?} is not staged at {path:?}"
                 )));
             }
+            // release-not-found: NOT_FOUND, which Nomad counts as done, instead of OK.
+            if plugin.variants.has(Variant::ReleaseNotFound) {
+                return Err(Status::not_found(format!(
+                    "volume {id:?} is not staged at {path:?}"
+                )));
+            }
             return Ok(NodeUnstageVolumeResponse {});
         }
         match volume.access_type {
+            // (Under stage-without-mount nothing is mounted there: this finds nothing to do,
+            // and only the record goes.)
             AccessType::Mount => unmount_volume(Path::new(path), &volume_dir)?,
             // The loop device goes once no other stage or publication uses it.
             AccessType::Block => {
@@ -236,6 +245,10 @@ impl NodeService {
 
         // Publishing binds the staging path; without one (only under the fault above), the
         // volume directory itself. (Block volumes bind a device instead; see node/block.rs.)
+        // publish-from-backing-store, and stage-without-mount (whose staging path shows
+        // nothing): the volume directory too, though the stage is still required.
+        let from_backing_store = plugin.variants.has(Variant::PublishFromBackingStore)
+            || plugin.variants.has(Variant::StageWithoutMount);
         let source = if staging_path.is_empty() {
             volume_dir.clone()
         } else {
@@ -249,7 +262,11 @@ impl NodeService {
                     "volume {id:?} is not staged at {staging_path:?}; call NodeStageVolume first"
                 )));
             }
-            PathBuf::from(staging_path)
+            if from_backing_store {
+                volume_dir.clone()
+            } else {
+                PathBuf::from(staging_path)
+            }
         };
         let publication = NodePublication {
             volume_id: id.to_string(),
@@ -297,6 +314,8 @@ impl NodeService {
         if let Some(other) = elsewhere {
             // A second target on this node: only for modes that allow several (the spec's
             // second-publish matrix), and then only with the same capability.
+            // (second-target-allowed: for the single-node modes the matrix only says SHOULD
+            // fail, so a plugin may publish the volume at another target on the same node.)
             let several_allowed = publication
                 .capability
                 .access_mode
@@ -305,7 +324,7 @@ impl NodeService {
                     .capability
                     .access_mode
                     .allows_several_paths_on_a_node();
-            if !several_allowed && !faults.has(Fault::NodePublishSecondTargetOk) {
+            if !several_allowed && !plugin.variants.has(Variant::SecondTargetAllowed) {
                 return Err(Status::failed_precondition(format!(
                     "volume {id:?} is already published at {:?} on this node, and its access \
                      mode allows one target per node",
@@ -354,6 +373,19 @@ impl NodeService {
         ensure_bind(source, target, volume_dir, read_only)
     }
 
+    /// Makes a mount volume's staging path ready: [`ensure_bind`] of the volume directory
+    /// onto it (also a retry's repair, for a mount lost to a reboot).
+    fn stage_mount(&self, volume_dir: &Path, path: &Path) -> Result<(), Status> {
+        // stage-without-mount: the stage is only a record, and NodePublishVolume binds the
+        // volume directory itself. The path is still created if the CO did not, so that
+        // NodeGetVolumeStats finds it.
+        if self.plugin.variants.has(Variant::StageWithoutMount) {
+            return std::fs::create_dir_all(path)
+                .map_err(|err| rpc::internal(&format!("create {}", path.display()), err));
+        }
+        ensure_bind(volume_dir, path, volume_dir, false)
+    }
+
     async fn handle_unpublish(
         &self,
         req: NodeUnpublishVolumeRequest,
@@ -385,6 +417,12 @@ impl NodeService {
             // Not published there: nothing to undo.
             if faults.has(Fault::NodeUnpublishNotIdempotent) {
                 return Err(Status::internal(format!(
+                    "volume {id:?} is not published at {target:?}"
+                )));
+            }
+            // release-not-found: NOT_FOUND, which Nomad counts as done, instead of OK.
+            if plugin.variants.has(Variant::ReleaseNotFound) {
+                return Err(Status::not_found(format!(
                     "volume {id:?} is not published at {target:?}"
                 )));
             }
@@ -420,134 +458,6 @@ impl NodeService {
             })?;
         }
         Ok(NodeUnpublishVolumeResponse {})
-    }
-
-    fn handle_stats(
-        &self,
-        req: NodeGetVolumeStatsRequest,
-    ) -> Result<NodeGetVolumeStatsResponse, Status> {
-        let plugin = &*self.plugin;
-        let id = req.volume_id.as_str();
-        let path = req.volume_path.as_str();
-        rpc::require(&plugin.faults, id, "volume_id")?;
-        rpc::require(&plugin.faults, path, "volume_path")?;
-        let (volume, known_path) = plugin
-            .store
-            .read(|s| (s.volumes.get(id).cloned(), s.is_volume_path(id, path)));
-        let Some(volume) = volume else {
-            // stats-unknown-ok: zeros for a volume that is not there.
-            if plugin.faults.has(Fault::StatsUnknownOk) {
-                return Ok(NodeGetVolumeStatsResponse {
-                    usage: vec![usage(Unit::Bytes, 0, 0, 0), usage(Unit::Inodes, 0, 0, 0)],
-                    volume_condition: None,
-                });
-            }
-            return Err(Status::not_found(format!("volume {id:?} does not exist")));
-        };
-        // The volume exists but is not staged or published at this path (or the path is
-        // gone): the spec's "volume does not exist on the specified path", NOT_FOUND.
-        // (stats-ignores-path: report the volume directory's usage instead.)
-        let measured = if known_path && Path::new(path).exists() {
-            PathBuf::from(path)
-        } else if plugin.faults.has(Fault::StatsIgnoresPath) {
-            plugin.storage.volume_path(id, volume.access_type)
-        } else {
-            return Err(Status::not_found(format!(
-                "volume {id:?} is not staged or published at {path:?}"
-            )));
-        };
-        if volume.access_type == AccessType::Block {
-            return self.block_stats(&volume, &measured);
-        }
-
-        let stats = statvfs(&measured)
-            .map_err(|err| rpc::internal(&format!("statvfs {}", measured.display()), err))?;
-        let fragment = stats.fragment_size();
-        let bytes = |blocks: u64| blocks.saturating_mul(fragment);
-        let (blocks, free, available) = (
-            stats.blocks(),
-            stats.blocks_free(),
-            stats.blocks_available(),
-        );
-        let (files, files_free, files_available) =
-            (stats.files(), stats.files_free(), stats.files_available());
-        let mut bytes_usage = usage(
-            Unit::Bytes,
-            bytes(available),
-            bytes(blocks),
-            bytes(blocks.saturating_sub(free)),
-        );
-        // stats-negative: available bytes as a bad subtraction would make them.
-        if plugin.faults.has(Fault::StatsNegative) {
-            bytes_usage.available = -1;
-        }
-        Ok(NodeGetVolumeStatsResponse {
-            usage: vec![
-                bytes_usage,
-                usage(
-                    Unit::Inodes,
-                    files_available,
-                    files,
-                    files.saturating_sub(files_free),
-                ),
-            ],
-            volume_condition: None,
-        })
-    }
-
-    fn handle_node_expand(
-        &self,
-        req: NodeExpandVolumeRequest,
-    ) -> Result<NodeExpandVolumeResponse, Status> {
-        let plugin = &*self.plugin;
-        let id = req.volume_id.as_str();
-        let path = req.volume_path.as_str();
-        rpc::require(&plugin.faults, id, "volume_id")?;
-        rpc::require(&plugin.faults, path, "volume_path")?;
-        let (required, _limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
-        let capability = req
-            .volume_capability
-            .as_ref()
-            .map(rpc::parse_capability)
-            .transpose()?;
-        let (volume, known_path) = plugin
-            .store
-            .read(|s| (s.volumes.get(id).cloned(), s.is_volume_path(id, path)));
-        let Some(volume) = volume else {
-            // node-expand-unknown-ok: confirm whatever was asked for.
-            if plugin.faults.has(Fault::NodeExpandUnknownOk) {
-                return Ok(NodeExpandVolumeResponse {
-                    capacity_bytes: required,
-                });
-            }
-            return Err(Status::not_found(format!("volume {id:?} does not exist")));
-        };
-        // The spec's NodeExpandVolume table: "Exceeds capabilities", 3 INVALID_ARGUMENT.
-        if let Some(message) = capability
-            .as_ref()
-            .and_then(|c| rpc::access_type_mismatch(id, volume.access_type, c))
-        {
-            return Err(Status::invalid_argument(message));
-        }
-        if !known_path {
-            return Err(Status::not_found(format!(
-                "volume {id:?} is not staged or published at {path:?}"
-            )));
-        }
-        // The node side cannot go beyond what the controller gave the volume. A directory has
-        // nothing to resize, so it only confirms the controller's bookkeeping; a block
-        // volume's loop devices are told that their image grew.
-        if required > volume.capacity_bytes {
-            return Err(Status::out_of_range(format!(
-                "volume {id:?} has {} bytes; ControllerExpandVolume must grow it to {required} first",
-                volume.capacity_bytes
-            )));
-        }
-        let capacity_bytes = match volume.access_type {
-            AccessType::Mount => volume.capacity_bytes,
-            AccessType::Block => self.expand_block(&volume, Path::new(path))?,
-        };
-        Ok(NodeExpandVolumeResponse { capacity_bytes })
     }
 
     fn node_info(&self) -> NodeGetInfoResponse {
@@ -617,16 +527,6 @@ fn unmount_volume(target: &Path, volume_dir: &Path) -> Result<(), Status> {
         "{} is still mounted after 8 unmounts",
         target.display()
     )))
-}
-
-fn usage(unit: Unit, available: u64, total: u64, used: u64) -> VolumeUsage {
-    let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    VolumeUsage {
-        available: signed(available),
-        total: signed(total),
-        used: signed(used),
-        unit: unit as i32,
-    }
 }
 
 fn node_capabilities() -> Vec<NodeServiceCapability> {

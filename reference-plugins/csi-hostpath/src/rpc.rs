@@ -1,6 +1,6 @@
 //! Helpers shared by the three services: answering a call (with a log line), checking
 //! required fields, turning a `VolumeCapability` into what this plugin supports, and the
-//! opaque page tokens of ListVolumes and ListSnapshots.
+//! paging of ListVolumes and ListSnapshots.
 //!
 //! Errors follow the CSI error scheme: a gRPC code from the spec's tables and a message a
 //! person can act on ("volume \"x\" does not exist"), with empty status details.
@@ -13,7 +13,9 @@ use tonic::codegen::Bytes;
 use tonic::{Response, Status};
 
 use crate::faults::{Fault, Faults};
+use crate::page_tokens;
 use crate::state::{AccessMode, AccessType, Capability};
+use crate::variants::Variants;
 
 /// Turns a handler's result into the gRPC answer and logs one line about it to stderr.
 ///
@@ -214,11 +216,13 @@ pub fn capacity_bounds(range: Option<&CapacityRange>) -> Result<(i64, i64), Stat
 
 /// One page of a listing, keyed and ordered by id.
 ///
-/// Tokens are opaque to callers: `n1.` followed by the hex of the last id returned. The next
-/// page starts after that id, so deleting entries between pages does not break a listing. A
-/// token this plugin could not have issued is ABORTED, as the spec asks.
+/// Tokens are opaque to callers and name the last id returned (see `page_tokens.rs` for
+/// their formats). The next page starts after that id, so deleting entries between pages
+/// does not break a listing. A token this plugin could not have issued is ABORTED, as the
+/// spec asks.
 pub fn page<T>(
     faults: &Faults,
+    variants: &Variants,
     items: Vec<(String, T)>,
     max_entries: i32,
     starting_token: &str,
@@ -228,7 +232,7 @@ pub fn page<T>(
             "max_entries must not be negative, got {max_entries}"
         )));
     }
-    let after = match decode_token(starting_token) {
+    let after = match page_tokens::decode(variants, starting_token) {
         Some(after) => after,
         // list-bad-token-ok: start from the beginning instead of refusing the token.
         None if faults.has(Fault::ListBadTokenOk) => None,
@@ -251,39 +255,12 @@ pub fn page<T>(
     let next_token = if rest.len() > limit {
         rest.truncate(limit);
         rest.last()
-            .map(|(id, _)| encode_token(id))
+            .map(|(id, _)| page_tokens::encode(variants, id))
             .unwrap_or_default()
     } else {
         String::new()
     };
     Ok((rest.into_iter().map(|(_, item)| item).collect(), next_token))
-}
-
-const TOKEN_PREFIX: &str = "n1.";
-
-fn encode_token(last_id: &str) -> String {
-    let hex: String = last_id.bytes().map(|b| format!("{b:02x}")).collect();
-    format!("{TOKEN_PREFIX}{hex}")
-}
-
-/// `Some(None)` for the empty token (first page), `Some(Some(id))` for one of ours, `None`
-/// for anything else.
-fn decode_token(token: &str) -> Option<Option<String>> {
-    if token.is_empty() {
-        return Some(None);
-    }
-    let hex = token.strip_prefix(TOKEN_PREFIX)?;
-    if hex.is_empty() || hex.len() % 2 != 0 {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            hex.get(i..i + 2)
-                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-        })
-        .collect();
-    String::from_utf8(bytes?).ok().map(Some)
 }
 
 #[cfg(test)]
@@ -293,6 +270,7 @@ mod tests {
     use tonic::Code;
 
     use super::*;
+    use crate::variants::Variant;
 
     fn items(ids: &[&str]) -> Vec<(String, String)> {
         ids.iter()
@@ -303,29 +281,40 @@ mod tests {
     #[test]
     fn pages_follow_tokens_to_the_end() {
         let faults = Faults::default();
-        let all = items(&["a", "b", "c", "d", "e"]);
-        let (first, token) = page(&faults, all.clone(), 2, "").expect("page 1");
-        assert_eq!(first, ["a", "b"]);
-        let (second, token) = page(&faults, all.clone(), 2, &token).expect("page 2");
-        assert_eq!(second, ["c", "d"]);
-        let (third, token) = page(&faults, all.clone(), 2, &token).expect("page 3");
-        assert_eq!(
-            (third.as_slice(), token.as_str()),
-            (&["e".to_string()][..], "")
-        );
-        let (everything, token) = page(&faults, all, 0, "").expect("unlimited");
-        assert_eq!((everything.len(), token.as_str()), (5, ""));
+        for variants in [
+            Variants::default(),
+            Variants::new([Variant::OpaquePageTokens]),
+        ] {
+            let all = items(&["a", "b", "c", "d", "e"]);
+            let (first, token) = page(&faults, &variants, all.clone(), 2, "").expect("page 1");
+            assert_eq!(first, ["a", "b"]);
+            let (second, token) = page(&faults, &variants, all.clone(), 2, &token).expect("page 2");
+            assert_eq!(second, ["c", "d"]);
+            let (third, token) = page(&faults, &variants, all.clone(), 2, &token).expect("page 3");
+            assert_eq!(
+                (third.as_slice(), token.as_str()),
+                (&["e".to_string()][..], "")
+            );
+            let (everything, token) = page(&faults, &variants, all, 0, "").expect("unlimited");
+            assert_eq!((everything.len(), token.as_str()), (5, ""));
+        }
     }
 
     #[test]
     fn foreign_tokens_are_aborted() {
         let faults = Faults::default();
+        let plain = Variants::default();
         for token in ["garbage", "999999", "n1.", "n1.zz", "n1.f"] {
-            let err = page(&faults, items(&["a"]), 1, token).unwrap_err();
+            let err = page(&faults, &plain, items(&["a"]), 1, token).unwrap_err();
+            assert_eq!(err.code(), Code::Aborted, "{token}");
+        }
+        let opaque = Variants::new([Variant::OpaquePageTokens]);
+        for token in ["garbage", "n1.61", "AmE"] {
+            let err = page(&faults, &opaque, items(&["a"]), 1, token).unwrap_err();
             assert_eq!(err.code(), Code::Aborted, "{token}");
         }
         let lenient = Faults::new([Fault::ListBadTokenOk]);
-        assert!(page(&lenient, items(&["a"]), 1, "garbage").is_ok());
+        assert!(page(&lenient, &plain, items(&["a"]), 1, "garbage").is_ok());
     }
 
     #[test]

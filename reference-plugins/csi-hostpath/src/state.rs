@@ -50,6 +50,12 @@ pub struct Volume {
     /// creation. Absent in state saved before block volumes existed: mount.
     #[serde(default)]
     pub access_type: AccessType,
+    /// Block volumes made under the loop-at-create variant: the writable loop device
+    /// (`/dev/loopN`) attached to the image at CreateVolume. The volume keeps it until
+    /// DeleteVolume; its stages and writable publications use it. Recorded because it
+    /// outlives the plugin process. Absent otherwise: then each stage attaches one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_device: Option<String>,
 }
 
 /// How a volume is consumed: the CSI access types.
@@ -433,6 +439,7 @@ mod tests {
             mutable_parameters: BTreeMap::new(),
             content_source: None,
             access_type: AccessType::Mount,
+            loop_device: None,
         }
     }
 

@@ -664,6 +664,97 @@ async fn unpublish_and_unstage_work_after_a_plugin_restart() {
     assert!(!scratch.volume_image(&id).exists());
 }
 
+/// The loop device a loop-at-create volume records as its own in state.json.
+fn recorded_device(scratch: &Scratch, id: &str) -> PathBuf {
+    let state = scratch.saved_state();
+    let device = state["volumes"][id]["loop_device"]
+        .as_str()
+        .unwrap_or_else(|| panic!("volume {id} records no loop device: {state}"));
+    PathBuf::from(device)
+}
+
+#[tokio::test]
+async fn variant_loop_at_create_keeps_one_device_from_create_to_delete() {
+    let _serial = serial().await;
+    if !can_use_loop_devices() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let args = ["--variant", "loop-at-create"];
+    let plugin = Plugin::start(&scratch, &args).await;
+    let mode = Mode::MultiNodeMultiWriter;
+    let volume = create(&plugin, "early", mode, 4 * MIB).await;
+    let id = volume.volume_id.as_str();
+    let image = scratch.volume_image(id);
+
+    // Attached right after CreateVolume, and recorded with the volume.
+    let at_create = loops_backed_under(scratch.path());
+    assert_eq!(
+        at_create.len(),
+        1,
+        "one device after CreateVolume: {at_create:?}"
+    );
+    let (device, backing) = at_create[0].clone();
+    let only_device = vec![device.clone()];
+    assert_eq!(backing, image);
+    assert!(!loop_is_read_only(&device));
+    assert_eq!(recorded_device(&scratch, id), device);
+    // A retried create attaches nothing new.
+    assert_eq!(create(&plugin, "early", mode, 4 * MIB).await, volume);
+    assert_eq!(loops_of(&scratch), only_device);
+
+    // Stage and a writable publish use it; a read-only publish adds its own, read-only.
+    controller_publish(&plugin, id, mode).await;
+    let staging = scratch.co_path("staging");
+    stage(&plugin, id, &staging, mode).await;
+    assert_eq!(loops_of(&scratch), only_device, "the stage attaches none");
+    let (writer, reader) = (scratch.co_path("writer"), scratch.co_path("reader"));
+    publish(&plugin, id, &staging, &writer, mode, false).await;
+    assert_eq!(loop_device_of(&writer), Some(device.clone()));
+    let data = pattern(21);
+    write_at(&writer, 0, &data).expect("write through the writer");
+    publish(&plugin, id, &staging, &reader, mode, true).await;
+    let reader_device = loop_device_of(&reader).expect("a loop device");
+    assert_ne!(reader_device, device);
+    assert!(loop_is_read_only(&reader_device));
+    assert!(write_at(&reader, 0, &pattern(22)).is_err(), "read-only");
+    assert_eq!(read_at(&reader, 0, BLOCK), data);
+
+    // The release detaches the reader's device only.
+    for target in [&reader, &writer] {
+        unpublish(&plugin, id, target).await;
+    }
+    unstage(&plugin, id, &staging).await;
+    assert_eq!(loops_of(&scratch), only_device, "kept after the release");
+    controller_unpublish(&plugin, id).await;
+
+    // A restart finds the same device; one lost (as in a reboot) is attached again at the
+    // next stage, and the volume records the new one.
+    drop(plugin);
+    let plugin = Plugin::start(&scratch, &args).await;
+    assert_eq!(loops_of(&scratch), only_device);
+    detach_loop(&device).expect("lose the device");
+    assert_eq!(wait_for_no_loops_under(scratch.path()), []);
+    controller_publish(&plugin, id, mode).await;
+    stage(&plugin, id, &staging, mode).await;
+    let again = loops_of(&scratch);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(recorded_device(&scratch, id), again[0]);
+    publish(&plugin, id, &staging, &writer, mode, false).await;
+    assert_eq!(loop_device_of(&writer).as_ref(), again.first());
+    assert_eq!(read_at(&writer, 0, BLOCK), data, "the data is still there");
+    unpublish(&plugin, id, &writer).await;
+    unstage(&plugin, id, &staging).await;
+    controller_unpublish(&plugin, id).await;
+    assert_eq!(loops_of(&scratch), again);
+
+    // DeleteVolume detaches it.
+    delete(&plugin, id).await;
+    assert_eq!(wait_for_no_loops_under(scratch.path()), []);
+    assert!(!image.exists());
+    assert!(mounts_under(scratch.path()).is_empty());
+}
+
 #[tokio::test]
 async fn fault_block_unsupported_refuses_block_volumes() {
     let _serial = serial().await;

@@ -14,6 +14,11 @@
 //! Loop devices outlive the plugin, and their paths are in state.json, so a restarted plugin
 //! goes on using them. A recorded device that is no longer attached to the image (after a
 //! reboot) is replaced by a new one when the CO retries the stage or publishes.
+//!
+//! A volume made under the loop-at-create variant got its writable device at CreateVolume
+//! and records it itself (`Volume::loop_device`). Its stages and writable publications use
+//! that device, and never detach it: DeleteVolume does. Only a lost one (a reboot) is
+//! replaced here, and the volume then records the new one.
 
 use std::fs::{self, OpenOptions};
 use std::io;
@@ -24,9 +29,10 @@ use nomad_conform_proto::csi::v1::NodeGetVolumeStatsResponse;
 use nomad_conform_proto::csi::v1::volume_usage::Unit;
 use tonic::Status;
 
-use super::{NodeService, unmount_volume, usage};
+use super::stats::usage;
+use super::{NodeService, unmount_volume};
 use crate::faults::Fault;
-use crate::state::{NodePublication, Staging, Volume};
+use crate::state::{NodePublication, Staging, State, Volume};
 use crate::{loop_device, mounts, rpc, storage};
 
 impl NodeService {
@@ -88,6 +94,10 @@ impl NodeService {
         staging_call: bool,
     ) -> Result<(PathBuf, bool), Status> {
         let plugin = &*self.plugin;
+        // loop-at-create: the volume's own device, whatever the stages record.
+        if let Some(own) = plugin.store.read(|s| own_device(s, &volume.id)) {
+            return self.volume_device(volume, image, &own).map(|d| (d, false));
+        }
         let recorded: Vec<String> = plugin.store.read(|s| {
             s.stagings
                 .values()
@@ -116,6 +126,54 @@ impl NodeService {
             rpc::internal(&format!("attach {} to a loop device", image.display()), err)
         })?;
         Ok((device, true))
+    }
+
+    /// The loop device a loop-at-create volume got at CreateVolume (`recorded`), if it is
+    /// still attached to the image. Otherwise (a reboot) a writable device still attached to
+    /// it without a record, or a newly attached one, becomes the volume's and is recorded
+    /// with it. Either way the device is the volume's: it is not detached when the call that
+    /// needed it fails.
+    fn volume_device(
+        &self,
+        volume: &Volume,
+        image: &Path,
+        recorded: &str,
+    ) -> Result<PathBuf, Status> {
+        let plugin = &*self.plugin;
+        if attached(Path::new(recorded), image, false)? {
+            return Ok(PathBuf::from(recorded));
+        }
+        let leftovers = loop_device::attached_to(image)
+            .map_err(|err| rpc::internal("list the loop devices", err))?;
+        let mut found = None;
+        for device in leftovers {
+            if attached(&device, image, false)? {
+                found = Some(device);
+                break;
+            }
+        }
+        let (device, attached_now) = match found {
+            Some(device) => (device, false),
+            None => {
+                let device = loop_device::attach(image, false).map_err(|err| {
+                    rpc::internal(&format!("attach {} to a loop device", image.display()), err)
+                })?;
+                (device, true)
+            }
+        };
+        let saved = plugin.store.update(|s| {
+            if let Some(v) = s.volumes.get_mut(&volume.id) {
+                v.loop_device = Some(device.display().to_string());
+            }
+            Ok(())
+        });
+        if let Err(status) = saved {
+            if attached_now {
+                let _ = loop_device::detach(&device);
+            }
+            return Err(status);
+        }
+        Ok(device)
     }
 
     /// Publishes a block volume at `publication.target_path` and records it. `retry` says
@@ -329,11 +387,13 @@ impl NodeService {
         except_target: Option<&str>,
     ) -> Result<(), Status> {
         let plugin = &*self.plugin;
-        // block-keeps-device: never detach.
+        // block-keeps-device: never detach. (Nor the device a loop-at-create volume got at
+        // CreateVolume: it stays until DeleteVolume.)
         if plugin.faults.has(Fault::BlockKeepsDevice)
-            || plugin
-                .store
-                .read(|s| s.loop_device_in_use(device, except_staging, except_target))
+            || plugin.store.read(|s| {
+                own_device(s, &volume.id).as_deref() == Some(device)
+                    || s.loop_device_in_use(device, except_staging, except_target)
+            })
         {
             return Ok(());
         }
@@ -412,6 +472,11 @@ impl NodeService {
         }
         fs::metadata(&image).map(|m| m.len()).map_err(failed)
     }
+}
+
+/// The loop device a volume made under loop-at-create records as its own, if any.
+fn own_device(state: &State, volume_id: &str) -> Option<String> {
+    state.volumes.get(volume_id)?.loop_device.clone()
 }
 
 /// [`loop_device::is_attached_to`], as a gRPC error when sysfs cannot be read.

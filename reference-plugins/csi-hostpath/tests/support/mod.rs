@@ -162,7 +162,8 @@ pub fn wait_for_no_loops_under(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
 
 nix::ioctl_none_bad!(loop_clr_fd, 0x4C01);
 
-fn detach_loop(device: &Path) -> std::io::Result<()> {
+/// Detaches a loop device, as a reboot would lose it.
+pub fn detach_loop(device: &Path) -> std::io::Result<()> {
     let file = fs::File::open(device)?;
     // SAFETY: the descriptor is open for the whole call; LOOP_CLR_FD takes no argument.
     unsafe { loop_clr_fd(std::os::fd::AsRawFd::as_raw_fd(&file)) }?;
