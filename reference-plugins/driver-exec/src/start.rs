@@ -1,0 +1,275 @@
+//! StartTask and RecoverTask: how a task comes to be known to the plugin.
+//!
+//! StartTask validates the task config first (so a bad one leaves nothing behind), then has a
+//! supervisor start `command args...` with the task's environment, in the task directory
+//! (`<alloc_dir>/<task name>`), writing to the FIFOs Nomad gave (`stdout_path`,
+//! `stderr_path`). Its handle carries what RecoverTask needs to find the task again.
+//!
+//! RecoverTask rebuilds a task from that handle after a plugin restart: if the supervisor
+//! recorded an exit, the task has exited (maybe while no plugin was running); if the
+//! supervisor is still running, the task is adopted and watched; otherwise it is lost.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::SystemTime;
+
+use nomad_conform_proto::nomad::drivers::{
+    ExitResult, RecoverTaskRequest, StartTaskRequest, StartTaskResponse, TaskConfig,
+};
+use tonic::Status;
+
+use crate::faults::Fault;
+use crate::handle::{self, DriverState, HANDLE_VERSION};
+use crate::log;
+use crate::plugin::Plugin;
+use crate::process::{self, TaskProcesses};
+use crate::rpc;
+use crate::supervisor::{self, Launch};
+use crate::taskconfig;
+use crate::tasks::{self, Supervisor, Task};
+
+/// The file in a task's state directory where its supervisor records the exit.
+const STATUS_FILE: &str = "exit-status.json";
+
+pub async fn start_task(
+    plugin: &Plugin,
+    request: StartTaskRequest,
+) -> Result<StartTaskResponse, Status> {
+    let faults = &plugin.faults;
+    let config = request
+        .task
+        .ok_or_else(|| rpc::bad_request("StartTask without a task"))?;
+    if config.id.is_empty() {
+        return Err(rpc::bad_request("StartTask with an empty task id"));
+    }
+    if plugin.tasks.contains(&config.id) {
+        return Err(rpc::start_error(
+            faults,
+            format!("task with id {:?} is already started", config.id),
+        ));
+    }
+    if faults.has(Fault::BadConfigLeavesProcess) {
+        start_stray_process(&config);
+    }
+
+    let spec = taskconfig::decode(&config.msgpack_driver_config, faults)
+        .map_err(|why| rpc::start_error(faults, format!("invalid task config: {why}")))?;
+    if faults.has(Fault::CrashesOnEmptyArgs) && spec.args.as_ref().is_some_and(Vec::is_empty) {
+        crash("args is an empty list (crashes-on-empty-args fault)");
+    }
+    let task_dir = Path::new(&config.alloc_dir).join(&config.name);
+    if config.alloc_dir.is_empty() || !task_dir.is_dir() {
+        return Err(rpc::start_error(
+            faults,
+            format!("task directory {} does not exist", task_dir.display()),
+        ));
+    }
+
+    let status_file = prepare_state_dir(&plugin.state_dir, &config.id)
+        .map_err(|why| rpc::start_error(faults, why))?;
+    let env = task_env(&config, plugin);
+    let (stdout, stderr) = if faults.has(Fault::LogsDropped) {
+        (PathBuf::from("/dev/null"), PathBuf::from("/dev/null"))
+    } else {
+        (
+            PathBuf::from(&config.stdout_path),
+            PathBuf::from(&config.stderr_path),
+        )
+    };
+    let own_session = !faults.has(Fault::TasksDieWithPlugin);
+    let started = supervisor::launch(Launch {
+        argv: &spec.argv(),
+        env: &env,
+        task_dir: &task_dir,
+        stdout: &stdout,
+        stderr: &stderr,
+        status_file: &status_file,
+        same_session: !own_session,
+    })
+    .await
+    .map_err(|why| {
+        // Nothing was started: leave nothing behind either.
+        if let Some(dir) = status_file.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+        rpc::start_error(faults, why)
+    })?;
+
+    let state = DriverState {
+        supervisor_pid: started.supervisor_pid,
+        task_pid: started.task_pid,
+        started_at_unix_nanos: supervisor::unix_nanos(SystemTime::now()),
+        status_file,
+    };
+    let processes = TaskProcesses {
+        task_pid: started.task_pid,
+        supervisor_pid: started.supervisor_pid,
+        own_session,
+    };
+    let handle = handle::for_started_task(&config, &state, faults);
+    let task = Task::running(
+        config,
+        state,
+        processes,
+        Supervisor::Child(started.child),
+        plugin.events.clone(),
+    );
+    plugin.events.emit(
+        &task.config,
+        format!(
+            "Task started by the exec-reference driver (pid {})",
+            started.task_pid
+        ),
+        &[("pid", started.task_pid.to_string())],
+    );
+    log::info(
+        "task started",
+        &[
+            ("task_id", task.config.id.clone()),
+            ("pid", started.task_pid.to_string()),
+        ],
+    );
+    plugin.tasks.insert(task);
+    Ok(StartTaskResponse {
+        handle: Some(handle),
+        ..Default::default()
+    })
+}
+
+pub fn recover_task(plugin: &Plugin, request: RecoverTaskRequest) -> Result<(), Status> {
+    let handle = request
+        .handle
+        .ok_or_else(|| rpc::bad_request("RecoverTask without a handle"))?;
+    let config = handle
+        .config
+        .ok_or_else(|| rpc::bad_request("RecoverTask with a handle without config"))?;
+    // Nomad sends only the handle; its config carries the id.
+    if !request.task_id.is_empty() && request.task_id != config.id {
+        return Err(rpc::bad_request(format!(
+            "task_id {:?} differs from the handle's task id {:?}",
+            request.task_id, config.id
+        )));
+    }
+    if plugin.faults.has(Fault::RecoverFails) {
+        return Err(rpc::failed("failed to recover task (recover-fails fault)"));
+    }
+    if plugin.tasks.contains(&config.id) {
+        return Ok(());
+    }
+    if handle.version != HANDLE_VERSION {
+        return Err(rpc::failed(format!(
+            "failed to recover task: handle version {} is not {HANDLE_VERSION}",
+            handle.version
+        )));
+    }
+    let state = DriverState::decode(&handle.driver_state)
+        .map_err(|why| rpc::failed(format!("failed to recover task: {why}")))?;
+    let processes = TaskProcesses {
+        task_pid: state.task_pid,
+        supervisor_pid: state.supervisor_pid,
+        own_session: !plugin.faults.has(Fault::TasksDieWithPlugin),
+    };
+
+    let task = if let Some(mut exit) = tasks::exit_from_status_file(&state.status_file) {
+        if plugin.faults.has(Fault::RecoverLosesExitCode) {
+            exit.result = ExitResult::default();
+        }
+        Task::exited(config, state, processes, exit)
+    } else if is_our_supervisor(&state) {
+        Task::running(
+            config,
+            state.clone(),
+            processes,
+            Supervisor::Adopted(state.supervisor_pid),
+            plugin.events.clone(),
+        )
+    } else {
+        return Err(rpc::failed(format!(
+            "failed to recover task: its supervisor (pid {}) is gone and recorded no exit \
+             status in {}",
+            state.supervisor_pid,
+            state.status_file.display()
+        )));
+    };
+    plugin.events.emit(
+        &task.config,
+        "Task recovered by a restarted exec-reference driver",
+        &[],
+    );
+    log::info("task recovered", &[("task_id", task.config.id.clone())]);
+    plugin.tasks.insert(task);
+    Ok(())
+}
+
+/// The task's environment: Nomad's, unchanged (its NOMAD_* variables already describe the
+/// task directory, the alloc directory, ports, ...).
+fn task_env(config: &TaskConfig, plugin: &Plugin) -> HashMap<String, String> {
+    if plugin.faults.has(Fault::EnvDropped) {
+        return HashMap::new();
+    }
+    let mut env = config.env.clone();
+    if plugin.faults.has(Fault::TaskDirEnvWrong) {
+        env.insert("NOMAD_TASK_DIR".into(), config.alloc_dir.clone());
+    }
+    env
+}
+
+/// `<state dir>/<task id, made a file name>/`, created, without a stale status file; returns
+/// the status file's path.
+fn prepare_state_dir(state_dir: &Path, task_id: &str) -> Result<PathBuf, String> {
+    let name: String = task_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let dir = state_dir.join(name);
+    std::fs::create_dir_all(&dir)
+        .map_err(|err| format!("failed to create {}: {err}", dir.display()))?;
+    let status_file = dir.join(STATUS_FILE);
+    match std::fs::remove_file(&status_file) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(format!(
+            "failed to remove the stale {}: {err}",
+            status_file.display()
+        )),
+        _ => Ok(status_file),
+    }
+}
+
+/// Whether the handle's supervisor still runs, and is really ours: a pid can be reused, so
+/// its command line must name the same status file.
+fn is_our_supervisor(state: &DriverState) -> bool {
+    if !process::is_running(state.supervisor_pid) {
+        return false;
+    }
+    let args = process::cmdline(state.supervisor_pid);
+    let status_file = state.status_file.to_string_lossy();
+    args.iter().any(|a| a == "supervise") && args.iter().any(|a| *a == status_file)
+}
+
+/// The bad-config-leaves-process fault: a process started before the config was looked at,
+/// in a group of its own, never cleaned up.
+fn start_stray_process(config: &TaskConfig) {
+    let mut command = std::process::Command::new("/bin/sh");
+    command
+        .args(["-c", "exec sleep 3600"])
+        .env_clear()
+        .envs(&config.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let _ = command.spawn();
+}
+
+/// The crashes-on-empty-args fault: the plugin process dies the way a Go plugin's panic
+/// kills it (a `panic: ` line on stderr, then an abnormal exit).
+fn crash(why: &str) -> ! {
+    eprintln!("panic: {why}");
+    std::process::abort()
+}

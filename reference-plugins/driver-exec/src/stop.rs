@@ -1,0 +1,189 @@
+//! StopTask, DestroyTask and SignalTask: signals to a task's processes.
+//!
+//! - StopTask(timeout, signal) sends `signal` (SIGTERM when empty) to the task's process group,
+//!   waits up to `timeout` for the task to exit, then sends SIGKILL to the group, and answers
+//!   once the task has exited. Stopping a task that has already exited succeeds. It does not
+//!   forget the task: WaitTask and InspectTask still work afterwards.
+//! - DestroyTask(force) refuses a running task unless `force`; with it, it SIGKILLs the task's
+//!   group and everything else left in its session, waits for the exit, removes the task's
+//!   state directory and forgets the task.
+//! - SignalTask sends a signal, by name, to the task's process group.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use nomad_conform_proto::nomad::drivers::{DestroyTaskRequest, SignalTaskRequest, StopTaskRequest};
+use tonic::Status;
+
+use crate::faults::Fault;
+use crate::log;
+use crate::plugin::Plugin;
+use crate::process;
+use crate::rpc;
+use crate::tasks::Task;
+
+/// The signal when StopTask names none (a task without `kill_signal`).
+const DEFAULT_STOP_SIGNAL: Signal = Signal::SIGTERM;
+/// How long to wait for a task to die after SIGKILL before reporting a failure.
+const KILL_GRACE: Duration = Duration::from_secs(10);
+
+pub async fn stop_task(plugin: &Plugin, request: StopTaskRequest) -> Result<(), Status> {
+    let faults = &plugin.faults;
+    let task = plugin.task(&request.task_id)?;
+    let timeout = request
+        .timeout
+        .ok_or_else(|| rpc::bad_request("StopTask without a timeout"))
+        .and_then(|t| {
+            Duration::try_from(t).map_err(|_| rpc::bad_request("StopTask with a negative timeout"))
+        })?;
+    let signal = if faults.has(Fault::StopIgnoresSignal) {
+        Signal::SIGKILL
+    } else if request.signal.is_empty() {
+        DEFAULT_STOP_SIGNAL
+    } else {
+        process::parse_signal(&request.signal)
+            .ok_or_else(|| rpc::failed(format!("unknown signal {:?}", request.signal)))?
+    };
+
+    let targets = if faults.has(Fault::StopKillsAll) {
+        plugin.tasks.all()
+    } else {
+        vec![task]
+    };
+    for task in targets {
+        stop_one(plugin, &task, signal, timeout).await?;
+    }
+    Ok(())
+}
+
+async fn stop_one(
+    plugin: &Plugin,
+    task: &Arc<Task>,
+    signal: Signal,
+    timeout: Duration,
+) -> Result<(), Status> {
+    if task.exit().is_some() {
+        if plugin.faults.has(Fault::StopExitedErrors) {
+            return Err(rpc::failed(
+                "task has already exited (stop-exited-errors fault)",
+            ));
+        }
+        return Ok(());
+    }
+    plugin.events.emit(
+        &task.config,
+        format!(
+            "Stop requested: {signal}, then SIGKILL after {:.3}s",
+            timeout.as_secs_f64()
+        ),
+        &[("signal", signal.to_string())],
+    );
+    task.processes
+        .signal(signal)
+        .map_err(|err| rpc::failed(format!("failed to send {signal}: {err}")))?;
+    if tokio::time::timeout(timeout, task.wait()).await.is_ok() {
+        return Ok(());
+    }
+    if plugin.faults.has(Fault::StopNoEscalation) {
+        return Ok(());
+    }
+
+    plugin.events.emit(
+        &task.config,
+        format!(
+            "Task still running after {:.3}s: sending SIGKILL",
+            timeout.as_secs_f64()
+        ),
+        &[],
+    );
+    task.processes
+        .signal(Signal::SIGKILL)
+        .map_err(|err| rpc::failed(format!("failed to send SIGKILL: {err}")))?;
+    tokio::time::timeout(KILL_GRACE, task.wait())
+        .await
+        .map(|_| ())
+        .map_err(|_| {
+            rpc::failed(format!(
+                "task still running {} s after SIGKILL",
+                KILL_GRACE.as_secs()
+            ))
+        })
+}
+
+pub async fn destroy_task(plugin: &Plugin, request: DestroyTaskRequest) -> Result<(), Status> {
+    let faults = &plugin.faults;
+    let task = plugin.task(&request.task_id)?;
+    if task.exit().is_none() && !request.force {
+        return Err(rpc::failed(
+            "cannot destroy a running task without force: stop it first",
+        ));
+    }
+    if faults.has(Fault::DestroyLeavesChildren) {
+        task.processes.kill_main();
+    } else {
+        // Also after the main process exited: its children may still run.
+        task.processes.kill_everything();
+    }
+    if tokio::time::timeout(KILL_GRACE, task.wait()).await.is_err() {
+        return Err(rpc::failed(format!(
+            "task still running {} s after SIGKILL",
+            KILL_GRACE.as_secs()
+        )));
+    }
+    if faults.has(Fault::DestroyKeepsTask) {
+        return Ok(());
+    }
+    remove_state(&task);
+    plugin.tasks.remove(&task.config.id);
+    plugin.events.emit(&task.config, "Task destroyed", &[]);
+    Ok(())
+}
+
+pub fn signal_task(plugin: &Plugin, request: SignalTaskRequest) -> Result<(), Status> {
+    let faults = &plugin.faults;
+    let task = plugin.task(&request.task_id)?;
+    let Some(signal) = process::parse_signal(&request.signal) else {
+        if faults.has(Fault::SignalUnknownOk) {
+            return Ok(());
+        }
+        return Err(rpc::failed(format!("unknown signal {:?}", request.signal)));
+    };
+    if task.exit().is_some() {
+        return Err(rpc::failed(
+            "task has exited: there is no process to signal",
+        ));
+    }
+    if faults.has(Fault::SignalIgnored) {
+        return Ok(());
+    }
+    task.processes
+        .signal(signal)
+        .map_err(|err| rpc::failed(format!("failed to send {signal}: {err}")))?;
+    plugin.events.emit(
+        &task.config,
+        format!("Sent {signal} to the task"),
+        &[("signal", signal.to_string())],
+    );
+    Ok(())
+}
+
+/// Removes the status file and, if then empty, the task's state directory. Nothing else: the
+/// path came back from a handle, so only what the supervisor wrote there is removed.
+fn remove_state(task: &Task) {
+    let status_file = &task.state.status_file;
+    if let Err(err) = std::fs::remove_file(status_file)
+        && err.kind() != std::io::ErrorKind::NotFound
+    {
+        log::warn(
+            "failed to remove the status file",
+            &[
+                ("path", status_file.display().to_string()),
+                ("error", err.to_string()),
+            ],
+        );
+    }
+    if let Some(dir) = status_file.parent() {
+        let _ = std::fs::remove_dir(dir);
+    }
+}

@@ -1,0 +1,603 @@
+//! Test support: the plugin as a real child process launched the way Nomad's go-plugin host
+//! launches it, tonic clients on the socket it announces, allocation directories with real
+//! FIFOs, and guards that leave nothing running.
+//!
+//! Cleanup: the plugin runs in a process group of its own, killed on drop. Tasks run in
+//! sessions of their own (that is the point), so the scratch directory's guard kills every
+//! process whose environment carries this scratch's marker or whose working directory lies
+//! inside it.
+
+#![allow(dead_code)] // Each test binary uses a different part of this module.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use nomad_conform_proto::goplugin::grpc_broker_client::GrpcBrokerClient;
+use nomad_conform_proto::goplugin::grpc_controller_client::GrpcControllerClient;
+use nomad_conform_proto::goplugin::grpc_stdio_client::GrpcStdioClient;
+use nomad_conform_proto::grpc::health::v1::health_client::HealthClient;
+use nomad_conform_proto::nomad::base::base_plugin_client::BasePluginClient;
+use nomad_conform_proto::nomad::drivers::driver_client::DriverClient;
+use nomad_conform_proto::nomad::drivers::{
+    ExitResult, StartTaskRequest, TaskConfig, TaskHandle, WaitTaskRequest,
+};
+use rmpv::Value;
+use tonic::transport::{Channel, Endpoint};
+
+pub const COOKIE_KEY: &str = "NOMAD_PLUGIN_MAGIC_COOKIE";
+pub const COOKIE_VALUE: &str = "e4327c2e01eabfd75a8a67adb114fb34a757d57eee7728d857a8cec6e91a7255";
+/// Marks the processes of one scratch directory's tasks.
+pub const MARKER_VAR: &str = "DRIVER_EXEC_TEST";
+/// Go's zero time, as `completed_at` of a running task.
+pub const GO_ZERO_SECONDS: i64 = -62_135_596_800;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_driver-exec");
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Fails the test if `future` takes longer than `seconds`.
+pub async fn within<T>(seconds: u64, what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(seconds), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} took longer than {seconds} s"))
+}
+
+/// A short scratch directory under /tmp (socket paths must stay under 108 bytes).
+pub struct Scratch {
+    dir: tempfile::TempDir,
+    tasks: AtomicUsize,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        let dir = tempfile::Builder::new()
+            .prefix("dx")
+            .tempdir_in("/tmp")
+            .expect("scratch dir");
+        Scratch {
+            dir,
+            tasks: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    pub fn marker(&self) -> String {
+        self.path().display().to_string()
+    }
+
+    /// Builds an allocation directory for a task named `name` running `argv`, with FIFOs for
+    /// its output (cty-style config: every attribute, nil where unset).
+    pub fn task(&self, name: &str, argv: &[&str]) -> TaskFixture {
+        let (command, args) = argv.split_first().expect("a command");
+        let args = Value::Array(args.iter().map(|a| Value::from(*a)).collect());
+        self.task_with_config(
+            name,
+            cty_config(&[("args", args), ("command", (*command).into())]),
+        )
+    }
+
+    /// Like [`Scratch::task`] with any driver config bytes.
+    pub fn task_with_config(&self, name: &str, driver_config: Vec<u8>) -> TaskFixture {
+        let n = self.tasks.fetch_add(1, Ordering::SeqCst);
+        let alloc_id = format!("0000000{n}-aaaa-bbbb-cccc-dddddddddddd");
+        let alloc_dir = self.path().join(&alloc_id);
+        let task_dir = alloc_dir.join(name);
+        for dir in [
+            alloc_dir.join("alloc/logs"),
+            alloc_dir.join("alloc/data"),
+            task_dir.join("local"),
+            task_dir.join("secrets"),
+        ] {
+            std::fs::create_dir_all(dir).expect("alloc dir");
+        }
+        let stdout = alloc_dir.join(format!("alloc/logs/.{name}.stdout.fifo"));
+        let stderr = alloc_dir.join(format!("alloc/logs/.{name}.stderr.fifo"));
+        for fifo in [&stdout, &stderr] {
+            nix::unistd::mkfifo(fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                .expect("mkfifo");
+        }
+        let env = HashMap::from([
+            (
+                "PATH".to_string(),
+                "/usr/local/bin:/usr/bin:/bin".to_string(),
+            ),
+            (MARKER_VAR.to_string(), self.marker()),
+            (
+                "NOMAD_TASK_DIR".to_string(),
+                task_dir.join("local").display().to_string(),
+            ),
+            (
+                "NOMAD_ALLOC_DIR".to_string(),
+                alloc_dir.join("alloc").display().to_string(),
+            ),
+            ("NOMAD_TASK_NAME".to_string(), name.to_string()),
+        ]);
+        let config = TaskConfig {
+            id: format!("{alloc_id}/{name}/{:08x}", 0x1234_0000 + n),
+            name: name.to_string(),
+            msgpack_driver_config: driver_config,
+            env,
+            alloc_dir: alloc_dir.display().to_string(),
+            stdout_path: stdout.display().to_string(),
+            stderr_path: stderr.display().to_string(),
+            task_group_name: "group".to_string(),
+            job_name: "job".to_string(),
+            job_id: "job".to_string(),
+            alloc_id,
+            namespace: "default".to_string(),
+            node_name: "node".to_string(),
+            node_id: "node-id".to_string(),
+            ..Default::default()
+        };
+        TaskFixture {
+            config,
+            stdout: FifoReader::open(&stdout),
+            stderr: FifoReader::open(&stderr),
+            task_dir,
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        kill_processes_of(self.path(), &self.marker());
+    }
+}
+
+/// SIGKILLs every process whose environment has `MARKER_VAR=<marker>` or whose working
+/// directory is under `dir`, until none is left.
+pub fn kill_processes_of(dir: &Path, marker: &str) {
+    let me = std::process::id() as i32;
+    for _ in 0..20 {
+        let found = processes_of(dir, marker);
+        let found: Vec<i32> = found.into_iter().filter(|pid| *pid != me).collect();
+        if found.is_empty() {
+            return;
+        }
+        for pid in found {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Live processes (not zombies) that belong to a scratch directory.
+pub fn processes_of(dir: &Path, marker: &str) -> Vec<i32> {
+    let entry = format!("{MARKER_VAR}={marker}");
+    live_pids()
+        .into_iter()
+        .filter(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let marked = env.split(|b| *b == 0).any(|e| e == entry.as_bytes());
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+            marked || cwd.starts_with(dir)
+        })
+        .collect()
+}
+
+/// Every pid whose process is not a zombie.
+pub fn live_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| stat_field(*pid, 3).is_some_and(|state| state != "Z" && state != "X"))
+        .collect()
+}
+
+/// Field `n` (1-based, as in proc(5)) of /proc/<pid>/stat, from field 3 on.
+pub fn stat_field(pid: i32, n: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, tail) = stat.rsplit_once(')')?;
+    tail.split_whitespace().nth(n - 3).map(str::to_string)
+}
+
+/// Live processes whose session id is `sid` or whose process group is `pgid`.
+pub fn processes_in_session_or_group(sid: i32, pgid: i32) -> Vec<i32> {
+    live_pids()
+        .into_iter()
+        .filter(|pid| {
+            stat_field(*pid, 6).is_some_and(|s| s == sid.to_string())
+                || stat_field(*pid, 5).is_some_and(|g| g == pgid.to_string())
+        })
+        .collect()
+}
+
+pub fn is_alive(pid: i32) -> bool {
+    stat_field(pid, 3).is_some_and(|state| state != "Z" && state != "X")
+}
+
+/// Polls `condition` every 20 ms for up to `seconds`.
+pub fn eventually(seconds: u64, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A msgpack map as go-cty writes it: the pairs as given (callers list every attribute,
+/// sorted, nil where unset).
+pub fn cty_config(pairs: &[(&str, Value)]) -> Vec<u8> {
+    msgpack_map(pairs)
+}
+
+pub fn msgpack_map(pairs: &[(&str, Value)]) -> Vec<u8> {
+    let map = Value::Map(
+        pairs
+            .iter()
+            .map(|(k, v)| (Value::from(*k), v.clone()))
+            .collect(),
+    );
+    let mut bytes = Vec::new();
+    rmpv::encode::write_value(&mut bytes, &map).expect("encodes");
+    bytes
+}
+
+/// A task's allocation directory and the readers of its log FIFOs.
+pub struct TaskFixture {
+    pub config: TaskConfig,
+    pub stdout: FifoReader,
+    pub stderr: FifoReader,
+    pub task_dir: PathBuf,
+}
+
+impl TaskFixture {
+    pub fn id(&self) -> String {
+        self.config.id.clone()
+    }
+
+    pub fn start_request(&self) -> StartTaskRequest {
+        StartTaskRequest {
+            task: Some(self.config.clone()),
+        }
+    }
+}
+
+/// Reads a FIFO in a thread, as logmon does: opens it (which waits for the writer), then
+/// collects everything until every writer closed it. Lines are also passed on as they come.
+pub struct FifoReader {
+    done: mpsc::Receiver<Vec<u8>>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl FifoReader {
+    pub fn open(path: &Path) -> FifoReader {
+        let path = path.to_path_buf();
+        let (done_tx, done) = mpsc::channel();
+        let (lines_tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            let Ok(file) = File::open(&path) else {
+                return;
+            };
+            let mut reader = BufReader::new(file);
+            let mut all = Vec::new();
+            loop {
+                let mut line = Vec::new();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        all.extend_from_slice(&line);
+                        let _ = lines_tx.send(String::from_utf8_lossy(&line).into_owned());
+                    }
+                }
+            }
+            let _ = done_tx.send(all);
+        });
+        FifoReader { done, lines }
+    }
+
+    /// Everything written, once the writers closed the FIFO.
+    pub fn all(&self, seconds: u64) -> String {
+        let bytes = self
+            .done
+            .recv_timeout(Duration::from_secs(seconds))
+            .unwrap_or_else(|_| panic!("the FIFO was not closed within {seconds} s"));
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The next line.
+    pub fn line(&self, seconds: u64) -> String {
+        self.try_line(seconds)
+            .unwrap_or_else(|| panic!("no line on the FIFO within {seconds} s"))
+    }
+
+    /// The next line, if one comes within `seconds`.
+    pub fn try_line(&self, seconds: u64) -> Option<String> {
+        self.lines.recv_timeout(Duration::from_secs(seconds)).ok()
+    }
+}
+
+/// The plugin process, launched as Nomad's go-plugin host launches it.
+pub struct PluginProcess {
+    child: Child,
+    pub handshake: String,
+    stderr: Arc<Mutex<Vec<String>>>,
+    stdout_rest: Arc<Mutex<Vec<String>>>,
+}
+
+/// How to launch a plugin.
+pub struct LaunchOptions {
+    pub args: Vec<String>,
+    pub cookie: bool,
+    pub env: Vec<(String, String)>,
+}
+
+impl LaunchOptions {
+    pub fn new(args: &[&str]) -> LaunchOptions {
+        LaunchOptions {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            cookie: true,
+            env: Vec::new(),
+        }
+    }
+}
+
+impl PluginProcess {
+    /// Launches with the cookie and the given arguments, waits for the handshake line.
+    pub fn launch(scratch: &Scratch, args: &[&str]) -> PluginProcess {
+        PluginProcess::launch_with(scratch, LaunchOptions::new(args))
+    }
+
+    pub fn launch_with(scratch: &Scratch, options: LaunchOptions) -> PluginProcess {
+        let mut child = PluginProcess::spawn(scratch, options);
+        let stdout = child.stdout.take().expect("stdout piped");
+        let (first_line, handshake) = mpsc::channel();
+        let stdout_rest = Arc::new(Mutex::new(Vec::new()));
+        let rest = Arc::clone(&stdout_rest);
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = first_line.send(line);
+            }
+            // Keep draining, as the host does.
+            for line in lines.map_while(Result::ok) {
+                rest.lock().unwrap().push(line);
+            }
+        });
+        let stderr = collect_lines(child.stderr.take().expect("stderr piped"));
+        let handshake = handshake
+            .recv_timeout(HANDSHAKE_TIMEOUT)
+            .unwrap_or_else(|_| {
+                let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+                panic!(
+                    "no handshake within {HANDSHAKE_TIMEOUT:?}; stderr: {:?}",
+                    stderr.lock().unwrap()
+                )
+            });
+        PluginProcess {
+            child,
+            handshake: handshake.trim().to_string(),
+            stderr,
+            stdout_rest,
+        }
+    }
+
+    /// Starts the binary without waiting for anything.
+    pub fn spawn(scratch: &Scratch, options: LaunchOptions) -> Child {
+        let mut command = Command::new(BINARY);
+        command
+            .arg("--state-dir")
+            .arg(scratch.state_dir())
+            .args(&options.args)
+            .env("PLUGIN_PROTOCOL_VERSIONS", "2")
+            .env("PLUGIN_MIN_PORT", "10000")
+            .env("PLUGIN_MAX_PORT", "25000")
+            .env("PLUGIN_UNIX_SOCKET_DIR", scratch.path())
+            .env_remove(COOKIE_KEY)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if options.cookie {
+            command.env(COOKIE_KEY, COOKIE_VALUE);
+        }
+        for (key, value) in &options.env {
+            command.env(key, value);
+        }
+        command.spawn().expect("the plugin binary starts")
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The handshake's fields.
+    pub fn fields(&self) -> Vec<String> {
+        self.handshake.split('|').map(str::to_string).collect()
+    }
+
+    /// The announced address (field 4).
+    pub fn address(&self) -> String {
+        self.fields().get(3).cloned().unwrap_or_default()
+    }
+
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn stdout_after_handshake(&self) -> Vec<String> {
+        self.stdout_rest.lock().unwrap().clone()
+    }
+
+    /// Connects tonic clients the way go-plugin does (unix: target "unused", custom dialer).
+    pub async fn connect(&self) -> Clients {
+        let fields = self.fields();
+        let channel = match fields.get(2).map(String::as_str) {
+            Some("tcp") => Endpoint::from_shared(format!("http://{}", self.address()))
+                .expect("endpoint")
+                .connect()
+                .await
+                .expect("connects over tcp"),
+            _ => dial_unix(PathBuf::from(self.address()))
+                .await
+                .expect("connects to the announced socket"),
+        };
+        Clients::new(channel)
+    }
+
+    /// The exit status, if the process has exited within `seconds`.
+    pub fn wait_exit(&mut self, seconds: u64) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL to the plugin's whole process group, as the harness does at a deadline.
+    pub fn kill_group(&mut self) {
+        let _ = killpg(Pid::from_raw(self.pid()), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for PluginProcess {
+    fn drop(&mut self) {
+        self.kill_group();
+    }
+}
+
+fn collect_lines(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+/// Everything a child wrote to stderr, once it has exited.
+pub fn read_all(mut stream: impl std::io::Read) -> String {
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text
+}
+
+pub async fn dial_unix(socket: PathBuf) -> Result<Channel, tonic::transport::Error> {
+    Endpoint::from_static("http://unused")
+        .connect_with_connector(tower::service_fn(move |_: http::Uri| {
+            let socket = socket.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(socket).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+}
+
+/// Every client a go-plugin host uses, on one connection.
+#[derive(Clone)]
+pub struct Clients {
+    pub driver: DriverClient<Channel>,
+    pub base: BasePluginClient<Channel>,
+    pub health: HealthClient<Channel>,
+    pub controller: GrpcControllerClient<Channel>,
+    pub broker: GrpcBrokerClient<Channel>,
+    pub stdio: GrpcStdioClient<Channel>,
+}
+
+impl Clients {
+    pub fn new(channel: Channel) -> Clients {
+        Clients {
+            driver: DriverClient::new(channel.clone()),
+            base: BasePluginClient::new(channel.clone()),
+            health: HealthClient::new(channel.clone()),
+            controller: GrpcControllerClient::new(channel.clone()),
+            broker: GrpcBrokerClient::new(channel.clone()),
+            stdio: GrpcStdioClient::new(channel),
+        }
+    }
+
+    /// Starts a task; panics with the status if the plugin refuses.
+    pub async fn start(&mut self, task: &TaskFixture) -> TaskHandle {
+        let response = self
+            .driver
+            .start_task(task.start_request())
+            .await
+            .unwrap_or_else(|status| panic!("StartTask failed: {status:?}"));
+        response.into_inner().handle.expect("a handle")
+    }
+
+    /// WaitTask, bounded.
+    pub async fn wait(&mut self, id: &str, seconds: u64) -> ExitResult {
+        let response = within(
+            seconds,
+            "WaitTask",
+            self.driver.wait_task(WaitTaskRequest {
+                task_id: id.to_string(),
+            }),
+        )
+        .await
+        .unwrap_or_else(|status| panic!("WaitTask failed: {status:?}"))
+        .into_inner();
+        assert_eq!(response.err, "", "WaitTask reported an error");
+        response.result.expect("an exit result")
+    }
+}
+
+/// A plugin with clients, and the scratch directory it works in.
+pub struct Setup {
+    pub plugin: PluginProcess,
+    pub clients: Clients,
+    pub scratch: Scratch,
+}
+
+impl Setup {
+    pub async fn new(args: &[&str]) -> Setup {
+        let scratch = Scratch::new();
+        let plugin = PluginProcess::launch(&scratch, args);
+        let clients = plugin.connect().await;
+        Setup {
+            plugin,
+            clients,
+            scratch,
+        }
+    }
+
+    pub fn driver(&mut self) -> &mut DriverClient<Channel> {
+        &mut self.clients.driver
+    }
+}
+
+/// `google.rpc.Status`, to read `grpc-status-details-bin`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    #[prost(string, tag = "2")]
+    pub message: String,
+    #[prost(message, repeated, tag = "3")]
+    pub details: Vec<prost_types::Any>,
+}
+
+pub fn duration(seconds: f64) -> prost_types::Duration {
+    prost_types::Duration::try_from(Duration::from_secs_f64(seconds)).expect("duration")
+}

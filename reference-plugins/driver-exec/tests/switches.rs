@@ -1,0 +1,634 @@
+//! A handful of `--fault` switches (each must break its rule where a client can see it) and
+//! every `--variant` (each must still work as the contract allows).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use nomad_conform_proto::goplugin::ConnInfo;
+use nomad_conform_proto::nomad::base::{PluginInfoRequest, PluginType, SetConfigRequest};
+use nomad_conform_proto::nomad::drivers::{
+    CapabilitiesRequest, ExecTaskRequest, FingerprintRequest, InitRequest, InspectTaskRequest,
+    RecoverTaskRequest, ShutdownRequest, StopTaskRequest, WaitTaskRequest,
+};
+use rmpv::Value;
+use support::*;
+use tonic::Code;
+
+// ---- faults ----
+
+#[tokio::test]
+async fn handshake_garbled_cuts_the_line_short() {
+    let scratch = Scratch::new();
+    let plugin = PluginProcess::launch(&scratch, &["--fault", "handshake-garbled"]);
+    assert_eq!(plugin.handshake, "1|2|unix");
+}
+
+#[tokio::test]
+async fn handshake_bad_address_announces_a_socket_nobody_listens_on() {
+    let scratch = Scratch::new();
+    let plugin = PluginProcess::launch(&scratch, &["--fault", "handshake-bad-address"]);
+    assert_eq!(plugin.fields()[2], "unix");
+    let dialled = dial_unix(plugin.address().into()).await;
+    assert!(
+        dialled.is_err(),
+        "something listens at {}",
+        plugin.address()
+    );
+}
+
+#[test]
+fn ignores_cookie_starts_without_it() {
+    let scratch = Scratch::new();
+    let mut options = LaunchOptions::new(&["--fault", "ignores-cookie"]);
+    options.cookie = false;
+    let plugin = PluginProcess::launch_with(&scratch, options);
+    assert!(
+        plugin.handshake.starts_with("1|2|unix|"),
+        "{}",
+        plugin.handshake
+    );
+}
+
+#[tokio::test]
+async fn dies_on_sigint_ends_the_plugin() {
+    let scratch = Scratch::new();
+    let mut plugin = PluginProcess::launch(&scratch, &["--fault", "dies-on-sigint"]);
+    kill(Pid::from_raw(plugin.pid()), Signal::SIGINT).unwrap();
+    assert!(plugin.wait_exit(5).is_some(), "the plugin survived SIGINT");
+}
+
+#[tokio::test]
+async fn plain_stderr_is_not_json() {
+    let setup = Setup::new(&["--fault", "plain-stderr"]).await;
+    assert!(eventually(2, || !setup.plugin.stderr_lines().is_empty()));
+    for line in setup.plugin.stderr_lines() {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&line).is_err(),
+            "{line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn wrong_plugin_type_says_device() {
+    let mut setup = Setup::new(&["--fault", "wrong-plugin-type"]).await;
+    let info = setup
+        .clients
+        .base
+        .plugin_info(PluginInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.r#type, PluginType::Device as i32);
+}
+
+#[tokio::test]
+async fn cty_only_refuses_a_plain_map() {
+    let mut setup = Setup::new(&["--fault", "cty-only"]).await;
+    let request = SetConfigRequest {
+        msgpack_config: msgpack_map(&[("enabled", true.into())]),
+        ..Default::default()
+    };
+    setup
+        .clients
+        .base
+        .set_config(request)
+        .await
+        .expect_err("a plain map");
+}
+
+#[tokio::test]
+async fn fingerprint_closes_ends_the_stream() {
+    let mut setup = Setup::new(&["--fault", "fingerprint-closes"]).await;
+    let mut stream = setup
+        .driver()
+        .fingerprint(FingerprintRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    let next = within(2, "the stream's end", stream.message())
+        .await
+        .unwrap();
+    assert!(next.is_none(), "a second message");
+}
+
+#[tokio::test]
+async fn wait_wrong_code_reports_zero() {
+    let mut setup = Setup::new(&["--fault", "wait-wrong-code"]).await;
+    let task = setup.scratch.task("t", &["/bin/sh", "-c", "exit 3"]);
+    setup.clients.start(&task).await;
+    assert_eq!(setup.clients.wait(&task.id(), 10).await.exit_code, 0);
+}
+
+#[tokio::test]
+async fn stop_no_escalation_leaves_the_task_alive() {
+    let mut setup = Setup::new(&["--fault", "stop-no-escalation"]).await;
+    let task = setup.scratch.task(
+        "stubborn",
+        &["/bin/sh", "-c", "trap '' TERM; echo ready; sleep 30"],
+    );
+    let handle = setup.clients.start(&task).await;
+    assert_eq!(task.stdout.line(10), "ready\n");
+    within(
+        5,
+        "StopTask",
+        setup.driver().stop_task(StopTaskRequest {
+            task_id: task.id(),
+            timeout: Some(duration(0.3)),
+            signal: "SIGTERM".into(),
+        }),
+    )
+    .await
+    .expect("StopTask");
+    let state = rmpv::decode::read_value(&mut handle.driver_state.as_slice()).unwrap();
+    let pid = state
+        .as_map()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("task_pid"));
+    let pid = pid.and_then(|(_, v)| v.as_i64()).unwrap() as i32;
+    assert!(is_alive(pid), "the task was killed");
+}
+
+#[tokio::test]
+async fn inspect_no_completed_at_omits_it() {
+    let mut setup = Setup::new(&["--fault", "inspect-no-completed-at"]).await;
+    let task = setup.scratch.task("t", &["sleep", "30"]);
+    setup.clients.start(&task).await;
+    let status = setup
+        .driver()
+        .inspect_task(InspectTaskRequest { task_id: task.id() })
+        .await
+        .unwrap()
+        .into_inner()
+        .task
+        .unwrap();
+    assert!(status.started_at.is_some());
+    assert_eq!(status.completed_at, None);
+}
+
+#[tokio::test]
+async fn tasks_die_with_plugin_puts_tasks_in_the_plugins_group() {
+    let mut setup = Setup::new(&["--fault", "tasks-die-with-plugin"]).await;
+    let task = setup.scratch.task("t", &["sleep", "30"]);
+    let handle = setup.clients.start(&task).await;
+    let state = rmpv::decode::read_value(&mut handle.driver_state.as_slice()).unwrap();
+    let pid = state
+        .as_map()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("task_pid"));
+    let pid = pid.and_then(|(_, v)| v.as_i64()).unwrap() as i32;
+    assert!(is_alive(pid));
+    setup.plugin.kill_group();
+    assert!(
+        eventually(5, || !is_alive(pid)),
+        "the task outlived the plugin"
+    );
+}
+
+#[tokio::test]
+async fn recover_loses_exit_code_reports_zero_for_a_task_that_exited_meanwhile() {
+    let scratch = Scratch::new();
+    let args = ["--fault", "recover-loses-exit-code"];
+    let mut first = PluginProcess::launch(&scratch, &args);
+    let mut clients = first.connect().await;
+    let task = scratch.task("t", &["/bin/sh", "-c", "exit 9"]);
+    let handle = clients.start(&task).await;
+    assert_eq!(task.stdout.all(10), "");
+    first.kill_group();
+    std::thread::sleep(Duration::from_millis(200));
+    let second = PluginProcess::launch(&scratch, &args);
+    let mut clients = second.connect().await;
+    clients
+        .driver
+        .recover_task(RecoverTaskRequest {
+            task_id: String::new(),
+            handle: Some(handle),
+        })
+        .await
+        .expect("RecoverTask");
+    assert_eq!(clients.wait(&task.id(), 5).await.exit_code, 0);
+}
+
+#[tokio::test]
+async fn no_recoverable_detail_drops_the_detail() {
+    let mut setup = Setup::new(&["--fault", "no-recoverable-detail"]).await;
+    let config = cty_config(&[("args", Value::Nil), ("command", Value::Nil)]);
+    let task = setup.scratch.task_with_config("bad", config);
+    let status = setup
+        .driver()
+        .start_task(task.start_request())
+        .await
+        .expect_err("no command");
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    assert!(status.details().is_empty());
+}
+
+#[tokio::test]
+async fn crashes_on_empty_args_kills_the_plugin() {
+    let mut setup = Setup::new(&["--fault", "crashes-on-empty-args"]).await;
+    let config = cty_config(&[
+        ("args", Value::Array(vec![])),
+        ("command", "/bin/true".into()),
+    ]);
+    let task = setup.scratch.task_with_config("boom", config);
+    setup
+        .driver()
+        .start_task(task.start_request())
+        .await
+        .expect_err("the plugin died");
+    let status = setup.plugin.wait_exit(5).expect("the plugin exited");
+    assert!(!status.success());
+    assert!(
+        setup
+            .plugin
+            .stderr_lines()
+            .iter()
+            .any(|l| l.starts_with("panic: ")),
+        "{:?}",
+        setup.plugin.stderr_lines()
+    );
+}
+
+#[tokio::test]
+async fn exit_on_disconnect_ends_the_plugin_with_the_connection() {
+    let scratch = Scratch::new();
+    let mut plugin = PluginProcess::launch(&scratch, &["--fault", "exit-on-disconnect"]);
+    {
+        let mut clients = plugin.connect().await;
+        clients
+            .base
+            .plugin_info(PluginInfoRequest {})
+            .await
+            .unwrap();
+    }
+    // Let the client's connection tasks run and close the connection.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(plugin.wait_exit(5).is_some(), "the plugin kept running");
+}
+
+#[tokio::test]
+async fn exec_no_output_returns_nothing() {
+    let mut setup = Setup::new(&["--fault", "exec-no-output"]).await;
+    let task = setup.scratch.task("t", &["sleep", "30"]);
+    setup.clients.start(&task).await;
+    let response = setup
+        .driver()
+        .exec_task(ExecTaskRequest {
+            task_id: task.id(),
+            command: vec!["echo".into(), "hi".into()],
+            timeout: Some(duration(5.0)),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(response.stdout.is_empty());
+    assert_eq!(response.result.unwrap().exit_code, 0);
+}
+
+#[tokio::test]
+async fn wait_once_hangs_after_the_exit() {
+    let mut setup = Setup::new(&["--fault", "wait-once"]).await;
+    let task = setup.scratch.task("t", &["/bin/true"]);
+    setup.clients.start(&task).await;
+    assert_eq!(setup.clients.wait(&task.id(), 10).await.exit_code, 0);
+    let late = tokio::time::timeout(
+        Duration::from_millis(500),
+        setup
+            .driver()
+            .wait_task(WaitTaskRequest { task_id: task.id() }),
+    )
+    .await;
+    assert!(late.is_err(), "a WaitTask after the exit returned");
+}
+
+#[tokio::test]
+async fn wait_single_waiter_answers_only_the_first() {
+    let mut setup = Setup::new(&["--fault", "wait-single-waiter"]).await;
+    let task = setup.scratch.task("t", &["/bin/sh", "-c", "sleep 0.5"]);
+    setup.clients.start(&task).await;
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let mut driver = setup.clients.driver.clone();
+            let id = task.id();
+            tokio::spawn(async move {
+                let wait = driver.wait_task(WaitTaskRequest { task_id: id });
+                tokio::time::timeout(Duration::from_secs(3), wait)
+                    .await
+                    .is_ok()
+            })
+        })
+        .collect();
+    let mut returned = 0;
+    for waiter in waiters {
+        returned += usize::from(waiter.await.unwrap());
+    }
+    assert_eq!(returned, 1);
+}
+
+#[tokio::test]
+async fn logs_dropped_never_opens_the_fifos() {
+    let mut setup = Setup::new(&["--fault", "logs-dropped"]).await;
+    let task = setup.scratch.task("t", &["echo", "hello"]);
+    setup.clients.start(&task).await;
+    assert_eq!(setup.clients.wait(&task.id(), 10).await.exit_code, 0);
+    assert_eq!(task.stdout.try_line(1), None, "the output reached the FIFO");
+}
+
+#[tokio::test]
+async fn env_faults_change_what_the_task_sees() {
+    let script = "echo \"[$NOMAD_TASK_NAME]\"; echo \"$NOMAD_TASK_DIR\"";
+    let mut setup = Setup::new(&["--fault", "env-dropped"]).await;
+    let task = setup.scratch.task("t", &["/bin/sh", "-c", script]);
+    setup.clients.start(&task).await;
+    assert_eq!(task.stdout.all(10), "[]\n\n");
+
+    let mut setup = Setup::new(&["--fault", "task-dir-env-wrong"]).await;
+    let task = setup.scratch.task("t", &["/bin/sh", "-c", script]);
+    setup.clients.start(&task).await;
+    assert_eq!(
+        task.stdout.all(10),
+        format!("[t]\n{}\n", task.config.alloc_dir)
+    );
+}
+
+#[tokio::test]
+async fn bad_config_leaves_process_leaves_one_running() {
+    let mut setup = Setup::new(&["--fault", "bad-config-leaves-process"]).await;
+    let config = cty_config(&[("args", Value::Nil), ("command", Value::Nil)]);
+    let task = setup.scratch.task_with_config("bad", config);
+    setup
+        .driver()
+        .start_task(task.start_request())
+        .await
+        .expect_err("no command");
+    let (dir, marker) = (setup.scratch.path(), setup.scratch.marker());
+    assert!(
+        eventually(2, || !processes_of(dir, &marker).is_empty()),
+        "nothing was left running"
+    );
+}
+
+#[tokio::test]
+async fn destroy_leaves_children_running() {
+    let mut setup = Setup::new(&["--fault", "destroy-leaves-children"]).await;
+    let task = setup
+        .scratch
+        .task("t", &["/bin/sh", "-c", "sleep 300 & echo ready; sleep 300"]);
+    let handle = setup.clients.start(&task).await;
+    assert_eq!(task.stdout.line(10), "ready\n");
+    let state = rmpv::decode::read_value(&mut handle.driver_state.as_slice()).unwrap();
+    let pid = state
+        .as_map()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("task_pid"));
+    let pid = pid.and_then(|(_, v)| v.as_i64()).unwrap() as i32;
+    setup
+        .driver()
+        .destroy_task(nomad_conform_proto::nomad::drivers::DestroyTaskRequest {
+            task_id: task.id(),
+            force: true,
+        })
+        .await
+        .expect("DestroyTask");
+    let group: Vec<i32> = live_pids()
+        .into_iter()
+        .filter(|p| stat_field(*p, 5).is_some_and(|g| g == pid.to_string()))
+        .collect();
+    assert!(!group.is_empty(), "the background sleep is gone too");
+}
+
+#[tokio::test]
+async fn stop_kills_all_stops_the_other_tasks_too() {
+    let mut setup = Setup::new(&["--fault", "stop-kills-all"]).await;
+    let one = setup.scratch.task("one", &["sleep", "30"]);
+    let two = setup.scratch.task("two", &["sleep", "30"]);
+    setup.clients.start(&one).await;
+    setup.clients.start(&two).await;
+    within(
+        10,
+        "StopTask",
+        setup.driver().stop_task(StopTaskRequest {
+            task_id: one.id(),
+            timeout: Some(duration(2.0)),
+            signal: String::new(),
+        }),
+    )
+    .await
+    .expect("StopTask");
+    assert_eq!(setup.clients.wait(&two.id(), 2).await.signal, 15);
+}
+
+#[tokio::test]
+async fn exec_stream_no_pty_uses_pipes_for_a_tty_session() {
+    use nomad_conform_proto::nomad::drivers::ExecTaskStreamingRequest;
+    use nomad_conform_proto::nomad::drivers::exec_task_streaming_request::Setup as ExecSetup;
+    let mut setup = Setup::new(&["--fault", "exec-stream-no-pty"]).await;
+    let task = setup.scratch.task("t", &["sleep", "30"]);
+    setup.clients.start(&task).await;
+    let first = ExecTaskStreamingRequest {
+        setup: Some(ExecSetup {
+            task_id: task.id(),
+            command: vec!["/bin/sh".into(), "-c".into(), "echo hi".into()],
+            tty: true,
+        }),
+        ..Default::default()
+    };
+    let mut responses = setup
+        .driver()
+        .exec_task_streaming(tokio_stream::iter(vec![first]))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut stdout = Vec::new();
+    while let Some(message) = within(5, "exec", responses.message()).await.unwrap() {
+        if let Some(out) = message.stdout {
+            stdout.extend(out.data);
+        }
+    }
+    assert_eq!(stdout, b"hi\n", "a terminal would have written \\r\\n");
+}
+
+#[tokio::test]
+async fn stats_once_and_fingerprint_once_fall_silent() {
+    use nomad_conform_proto::nomad::drivers::TaskStatsRequest;
+    let mut setup = Setup::new(&["--fault", "stats-once", "--fault", "fingerprint-once"]).await;
+    let config = msgpack_map(&[("fingerprint_period", "200ms".into())]);
+    setup
+        .clients
+        .base
+        .set_config(SetConfigRequest {
+            msgpack_config: config,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut prints = setup
+        .driver()
+        .fingerprint(FingerprintRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(prints.message().await.unwrap().is_some());
+    let task = setup.scratch.task("t", &["sleep", "30"]);
+    setup.clients.start(&task).await;
+    let mut stats = setup
+        .driver()
+        .task_stats(TaskStatsRequest {
+            task_id: task.id(),
+            collection_interval: Some(duration(0.2)),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stats.message().await.unwrap().is_some());
+    let silence = Duration::from_millis(700);
+    assert!(
+        tokio::time::timeout(silence, stats.message())
+            .await
+            .is_err()
+    );
+    assert!(
+        tokio::time::timeout(silence, prints.message())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn signal_ignored_delivers_nothing() {
+    use nomad_conform_proto::nomad::drivers::SignalTaskRequest;
+    let mut setup = Setup::new(&["--fault", "signal-ignored"]).await;
+    let task = setup.scratch.task(
+        "t",
+        &[
+            "/bin/sh",
+            "-c",
+            "trap 'exit 0' HUP; echo ready; while :; do sleep 0.05; done",
+        ],
+    );
+    setup.clients.start(&task).await;
+    assert_eq!(task.stdout.line(10), "ready\n");
+    setup
+        .driver()
+        .signal_task(SignalTaskRequest {
+            task_id: task.id(),
+            signal: "SIGHUP".into(),
+        })
+        .await
+        .expect("SignalTask answers OK");
+    let wait = setup
+        .driver()
+        .wait_task(WaitTaskRequest { task_id: task.id() });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), wait)
+            .await
+            .is_err(),
+        "the task got the signal"
+    );
+}
+
+// ---- variants ----
+
+#[tokio::test]
+async fn tcp_variant_listens_on_loopback_within_the_port_range() {
+    let mut setup = Setup::new(&["--variant", "tcp"]).await;
+    let fields = setup.plugin.fields();
+    assert_eq!(fields[2], "tcp");
+    let addr: std::net::SocketAddr = fields[3].parse().expect("host:port");
+    assert!(addr.ip().is_loopback());
+    assert!((10000..=25000).contains(&addr.port()), "{addr}");
+    setup
+        .clients
+        .base
+        .plugin_info(PluginInfoRequest {})
+        .await
+        .expect("PluginInfo over tcp");
+}
+
+#[tokio::test]
+async fn no_stdio_broker_variant_answers_unimplemented() {
+    let mut setup = Setup::new(&["--variant", "no-stdio-broker"]).await;
+    let stdio = setup
+        .clients
+        .stdio
+        .stream_stdio(())
+        .await
+        .expect_err("stdio");
+    assert_eq!(stdio.code(), Code::Unimplemented);
+    let (_keep, outgoing) = tokio::sync::mpsc::channel::<ConnInfo>(1);
+    let broker = setup
+        .clients
+        .broker
+        .start_stream(tokio_stream::wrappers::ReceiverStream::new(outgoing))
+        .await
+        .expect_err("broker");
+    assert_eq!(broker.code(), Code::Unimplemented);
+    setup
+        .clients
+        .base
+        .plugin_info(PluginInfoRequest {})
+        .await
+        .expect("the plugin's own services still answer");
+}
+
+#[tokio::test]
+async fn not_found_variant_answers_not_found_for_unknown_tasks() {
+    let mut setup = Setup::new(&["--variant", "not-found"]).await;
+    let status = setup
+        .driver()
+        .wait_task(WaitTaskRequest {
+            task_id: "no/such/task".into(),
+        })
+        .await
+        .expect_err("an unknown task");
+    assert_eq!(status.code(), Code::NotFound);
+}
+
+#[tokio::test]
+async fn no_init_shutdown_variant_answers_unimplemented() {
+    let mut setup = Setup::new(&["--variant", "no-init-shutdown"]).await;
+    let init = setup.driver().init(InitRequest {}).await.expect_err("Init");
+    assert_eq!(init.code(), Code::Unimplemented);
+    let shutdown = setup
+        .driver()
+        .shutdown(ShutdownRequest {})
+        .await
+        .expect_err("Shutdown");
+    assert_eq!(shutdown.code(), Code::Unimplemented);
+}
+
+#[tokio::test]
+async fn no_exec_variant_says_so_and_refuses_exec() {
+    let mut setup = Setup::new(&["--variant", "no-exec"]).await;
+    let capabilities = setup
+        .driver()
+        .capabilities(CapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .capabilities
+        .unwrap();
+    assert!(!capabilities.exec);
+    assert!(capabilities.send_signals);
+    let task = setup.scratch.task("t", &["sleep", "30"]);
+    setup.clients.start(&task).await;
+    let started = Instant::now();
+    let status = setup
+        .driver()
+        .exec_task(ExecTaskRequest {
+            task_id: task.id(),
+            command: vec!["true".into()],
+            timeout: Some(duration(5.0)),
+        })
+        .await
+        .expect_err("ExecTask");
+    assert_eq!(status.code(), Code::Unimplemented);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
