@@ -1,0 +1,135 @@
+//! Fault switches (`--fault NAME`) and variants (`--variant NAME`).
+//!
+//! A fault breaks exactly one rule of a singleton lock client, so the suite's fixtures can show
+//! that the clause guarding that rule notices. A variant is a behaviour the guide allows that
+//! differs from our default; with any variant the client must still conform. Each switch is
+//! consulted at the one place where its rule is implemented: search for its enum variant.
+
+use std::collections::BTreeSet;
+
+use clap::ValueEnum;
+
+/// One deliberate rule violation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Fault {
+    /// Renews every 1.5 × TTL instead of TTL/2 (counting on the server's 2 × TTL grace, so its
+    /// own stop deadline moves out to match).
+    RenewsLate,
+    /// After a renew 409 keeps the protected process (or sentinel) and tries to acquire again,
+    /// like the Go `LockLeaser`, instead of stopping it.
+    IgnoresConflict,
+    /// Starts the protected process (or writes the sentinel) before the acquire succeeds.
+    StartsBeforeAcquire,
+    /// Never calls lock-release (the lock stays until the server expires it).
+    NeverReleases,
+    /// On losing the lock for any reason never stops the protected process (nor removes the
+    /// sentinel); only stops renewing.
+    KeepsChild,
+    /// Treats 403 (and 401) on acquire as retryable and retries forever, ignoring --give-up.
+    #[value(name = "retries-forever-403")]
+    RetriesForever403,
+    /// Sends `"Items": {}` in the lock-release body, which Nomad refuses with 400.
+    MalformedRelease,
+    /// Does not forward SIGTERM to the protected process (and in sidecar mode ignores it).
+    IgnoresSigterm,
+}
+
+/// An allowed behaviour that differs from the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Variant {
+    /// Renews every 0.7 × TTL, like the Go `LockLeaser`, instead of TTL/2.
+    #[value(name = "renew-0.7")]
+    Renew07,
+    /// Exits 1 instead of the protected process's status when that process fails (like
+    /// `nomad var lock`).
+    #[value(name = "exit-1")]
+    Exit1,
+}
+
+/// The switches in force.
+#[derive(Clone, Debug, Default)]
+pub struct Switches {
+    faults: BTreeSet<Fault>,
+    variants: BTreeSet<Variant>,
+}
+
+impl Switches {
+    /// From the command line's lists.
+    pub fn new(faults: &[Fault], variants: &[Variant]) -> Self {
+        Self {
+            faults: faults.iter().copied().collect(),
+            variants: variants.iter().copied().collect(),
+        }
+    }
+
+    /// Whether a fault is on.
+    pub fn fault(&self, fault: Fault) -> bool {
+        self.faults.contains(&fault)
+    }
+
+    /// Whether a variant is on.
+    pub fn variant(&self, variant: Variant) -> bool {
+        self.variants.contains(&variant)
+    }
+
+    /// `fault renews-late, variant exit-1` for the start-up line; `None` when nothing is on.
+    pub fn describe(&self) -> Option<String> {
+        let mut parts: Vec<String> = self
+            .faults
+            .iter()
+            .map(|f| format!("fault {}", value_name(f)))
+            .collect();
+        parts.extend(
+            self.variants
+                .iter()
+                .map(|v| format!("variant {}", value_name(v))),
+        );
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+/// The name a switch has on the command line.
+pub fn value_name<T: ValueEnum>(value: &T) -> String {
+    value
+        .to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_on_the_command_line() {
+        let names: Vec<String> = Fault::value_variants().iter().map(value_name).collect();
+        assert_eq!(
+            names,
+            [
+                "renews-late",
+                "ignores-conflict",
+                "starts-before-acquire",
+                "never-releases",
+                "keeps-child",
+                "retries-forever-403",
+                "malformed-release",
+                "ignores-sigterm"
+            ]
+        );
+        let variants: Vec<String> = Variant::value_variants().iter().map(value_name).collect();
+        assert_eq!(variants, ["renew-0.7", "exit-1"]);
+    }
+
+    #[test]
+    fn describe_lists_what_is_on() {
+        assert_eq!(Switches::default().describe(), None);
+        let switches = Switches::new(&[Fault::NeverReleases], &[Variant::Exit1]);
+        assert!(switches.fault(Fault::NeverReleases));
+        assert!(!switches.fault(Fault::KeepsChild));
+        assert!(switches.variant(Variant::Exit1));
+        assert_eq!(
+            switches.describe().as_deref(),
+            Some("fault never-releases, variant exit-1")
+        );
+    }
+}
