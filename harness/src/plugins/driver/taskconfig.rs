@@ -292,6 +292,7 @@ pub async fn kill_marked(marker: &str) -> Vec<ProcInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng as _;
 
     #[test]
     fn task_ids_are_nomads() {
