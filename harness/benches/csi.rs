@@ -91,7 +91,13 @@ fn csi_sanity_time() -> Option<Duration> {
     let socket = dir.path().join("csi.sock");
     let endpoint = format!("unix://{}", socket.display());
     let mut plugin = Command::new(csi_hostpath())
-        .args(["--endpoint", &endpoint, "--node-id", "bench-node", "--state-dir"])
+        .args([
+            "--endpoint",
+            &endpoint,
+            "--node-id",
+            "bench-node",
+            "--state-dir",
+        ])
         .arg(dir.path().join("state"))
         .args(["--max-volumes-per-node", LIMIT])
         .spawn()
@@ -103,7 +109,10 @@ fn csi_sanity_time() -> Option<Duration> {
     let t = Instant::now();
     let status = Command::new(&sanity)
         .arg(format!("--csi.endpoint={endpoint}"))
-        .arg(format!("--csi.mountdir={}", dir.path().join("mnt").display()))
+        .arg(format!(
+            "--csi.mountdir={}",
+            dir.path().join("mnt").display()
+        ))
         .arg(format!(
             "--csi.stagingdir={}",
             dir.path().join("stage").display()
@@ -135,7 +144,10 @@ fn main() {
     let rec = record(median_json);
     let (baseline, against) = match csi_sanity_time() {
         Some(t) => (t.as_secs_f64(), "csi-sanity on the same plugin"),
-        None => (1.0, "1.0 s (set CSI_SANITY to a csi-sanity binary to measure it)"),
+        None => (
+            1.0,
+            "1.0 s (set CSI_SANITY to a csi-sanity binary to measure it)",
+        ),
     };
     println!(
         "CSI suite ({} clauses) against csi-hostpath with max_volumes_per_node {LIMIT}: median {:.2} s over {runs} runs at --jobs 8 (min {:.2} s, max {:.2} s); against {against} ({baseline:.2} s) -> ratio {:.2}",

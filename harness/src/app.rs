@@ -24,6 +24,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Csi(args) => runtime().and_then(|rt| rt.block_on(run_csi(*args, output))),
         Command::List(args) => list(&args),
         Command::Report(args) => report(&args, output),
+        Command::Probe(args) => Ok(crate::plugins::lock::probe::run(&args)),
         Command::Completions(args) => {
             clap_complete::generate(
                 args.shell,

@@ -51,6 +51,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Print a shell completion script.
     Completions(CompletionArgs),
+    /// The protected process of a lock client under test: reports to the harness (internal).
+    #[command(hide = true)]
+    Probe(crate::plugins::lock::probe::ProbeArgs),
 }
 
 /// Where reports go; shared by the suites and `report`.
@@ -161,12 +164,21 @@ pub struct CsiArgs {
     /// What the plugin is, as its job declares it (`csi_plugin { type = ... }`): Nomad calls
     /// controller RPCs only on controller and monolith plugins, node RPCs only on node and
     /// monolith plugins. Default: monolith, or controller when only --controller-endpoint is given.
-    #[arg(long, value_enum, value_name = "TYPE", env = "NOMAD_CONFORM_PLUGIN_TYPE")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "TYPE",
+        env = "NOMAD_CONFORM_PLUGIN_TYPE"
+    )]
     pub plugin_type: Option<PluginType>,
     /// A volume a node-only run claims, as `nomad volume register` knows it: its external ID,
     /// optionally followed by a comma and its volume context as a JSON object of strings
     /// (`vol-1,{"server":"10.0.0.2"}`). Repeat for more volumes; clauses take one each.
-    #[arg(long = "volume", value_name = "ID[,CONTEXT]", env = "NOMAD_CONFORM_VOLUME")]
+    #[arg(
+        long = "volume",
+        value_name = "ID[,CONTEXT]",
+        env = "NOMAD_CONFORM_VOLUME"
+    )]
     pub volumes: Vec<String>,
     /// The node ID a controller-only run publishes to (what the node plugin's NodeGetInfo
     /// reports on the node); without it, clauses that publish are skipped.

@@ -625,7 +625,10 @@ mod tests {
         assert!(out.succeeded());
         assert!(!out.strays.is_empty());
         assert!(!out.strays_killed);
-        assert!(!lock.exists(), "the job was killed before it removed {lock:?}");
+        assert!(
+            !lock.exists(),
+            "the job was killed before it removed {lock:?}"
+        );
     }
 
     #[tokio::test]

@@ -277,8 +277,8 @@ fn nothing_tested_is_not_success() {
 /// specs give them (regenerate them from `nomad-conform list KIND --format json`).
 #[test]
 fn readme_lists_every_clause_with_its_level() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
     let mut missing = Vec::new();
     for kind in ["dhv", "csi"] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
@@ -299,5 +299,9 @@ fn readme_lists_every_clause_with_its_level() {
             }
         }
     }
-    assert!(missing.is_empty(), "README rows missing or stale:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "README rows missing or stale:\n{}",
+        missing.join("\n")
+    );
 }

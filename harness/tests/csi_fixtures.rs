@@ -333,7 +333,12 @@ fn verdicts_do_not_depend_on_jobs() {
         let differ: Vec<String> = first
             .iter()
             .filter(|(id, v)| run.get(*id) != Some(v))
-            .map(|(id, v)| format!("{id}: {v} at --jobs {first_jobs}, {:?} at --jobs {jobs}", run.get(id)))
+            .map(|(id, v)| {
+                format!(
+                    "{id}: {v} at --jobs {first_jobs}, {:?} at --jobs {jobs}",
+                    run.get(id)
+                )
+            })
             .collect();
         assert!(differ.is_empty(), "verdicts differ:\n{}", differ.join("\n"));
     }

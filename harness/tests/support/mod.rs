@@ -124,7 +124,12 @@ pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) 
 
     let mut problems = Vec::new();
     let ids: BTreeSet<&str> = record.cases.iter().map(|c| c.clause.as_str()).collect();
-    for named in expect.fail.iter().chain(&expect.skip).chain(&expect.blocked) {
+    for named in expect
+        .fail
+        .iter()
+        .chain(&expect.skip)
+        .chain(&expect.blocked)
+    {
         if !ids.contains(named.as_str()) {
             problems.push(format!("{named}: named in expect.toml but not in the run"));
         }

@@ -58,7 +58,9 @@ impl Declared {
 impl AttachmentBudget {
     /// A budget of `max_volumes_per_node`; none when the node sets no limit (0 or less).
     pub fn for_limit(max_volumes_per_node: i64) -> Option<AttachmentBudget> {
-        let limit = u32::try_from(max_volumes_per_node).ok().filter(|n| *n > 0)?;
+        let limit = u32::try_from(max_volumes_per_node)
+            .ok()
+            .filter(|n| *n > 0)?;
         Some(AttachmentBudget {
             limit,
             slots: Arc::new(Semaphore::new(limit as usize)),
@@ -129,10 +131,7 @@ mod tests {
     fn declared_from_tags() {
         let tags = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(Declared::from_tags(&tags(&["must"])), Declared::Lazy);
-        assert_eq!(
-            Declared::from_tags(&tags(&["attaches-all"])),
-            Declared::All
-        );
+        assert_eq!(Declared::from_tags(&tags(&["attaches-all"])), Declared::All);
         assert_eq!(
             Declared::from_tags(&tags(&["must", "attaches-2"])),
             Declared::Count(2)

@@ -112,9 +112,11 @@ impl CsiOptions {
         let usage = |m: &str| Err(HarnessError::Usage(m.into()));
         let plugin_type = self.plugin_type();
         match (&self.endpoint, &self.controller_endpoint, &self.launch) {
-            (None, None, None) => return usage(
-                "give the plugin's socket with --endpoint unix:///PATH (or --controller-endpoint for a controller plugin), or a command to start it with --launch",
-            ),
+            (None, None, None) => {
+                return usage(
+                    "give the plugin's socket with --endpoint unix:///PATH (or --controller-endpoint for a controller plugin), or a command to start it with --launch",
+                );
+            }
             (Some(_), _, Some(_)) => return usage("--endpoint and --launch exclude each other"),
             (_, Some(_), Some(_)) => {
                 return usage("--controller-endpoint goes with --endpoint, not --launch");
@@ -128,12 +130,20 @@ impl CsiOptions {
             PluginType::Node if self.controller_endpoint.is_some() => usage(
                 "--plugin-type node: a node plugin has no controller endpoint (drop --controller-endpoint)",
             ),
-            PluginType::Controller if self.endpoint.is_some() && self.controller_endpoint.is_some() => usage(
-                "--plugin-type controller takes one socket: --controller-endpoint (or --endpoint), not both",
-            ),
-            PluginType::Monolith if self.controller_endpoint.is_some() && self.endpoint.is_none() => usage(
-                "--controller-endpoint alone runs a controller plugin: add --endpoint for the node plugin, or use --plugin-type controller",
-            ),
+            PluginType::Controller
+                if self.endpoint.is_some() && self.controller_endpoint.is_some() =>
+            {
+                usage(
+                    "--plugin-type controller takes one socket: --controller-endpoint (or --endpoint), not both",
+                )
+            }
+            PluginType::Monolith
+                if self.controller_endpoint.is_some() && self.endpoint.is_none() =>
+            {
+                usage(
+                    "--controller-endpoint alone runs a controller plugin: add --endpoint for the node plugin, or use --plugin-type controller",
+                )
+            }
             PluginType::Node | PluginType::Controller | PluginType::Monolith => {
                 if !self.volumes.is_empty() && plugin_type != PluginType::Node {
                     return usage(
@@ -407,7 +417,8 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
             node_probed: probe.node_probed,
             max_volumes_per_node: probe.max_volumes,
             attachments: budget::AttachmentBudget::for_limit(probe.max_volumes),
-            user_volumes: (!user_volumes.is_empty()).then(|| volumes::VolumePool::new(user_volumes)),
+            user_volumes: (!user_volumes.is_empty())
+                .then(|| volumes::VolumePool::new(user_volumes)),
             volume_size,
             volume_parameters,
             snapshot_parameters,
@@ -442,4 +453,3 @@ pub async fn run(common: &SuiteOptions, opts: &CsiOptions) -> Result<RunRecord, 
     };
     Ok(finish_record(&ctx, meta, interrupted))
 }
-

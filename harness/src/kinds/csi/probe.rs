@@ -66,7 +66,8 @@ impl Probe {
     }
 
     fn failed(&mut self, rpc: &Rpc) {
-        self.failures.push(format!("{}: {}", rpc.method, rpc.outcome()));
+        self.failures
+            .push(format!("{}: {}", rpc.method, rpc.outcome()));
     }
 }
 

@@ -319,7 +319,10 @@ mod tests {
             assert!(d.root.join(p).is_dir(), "{p}");
         }
         use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(d.secrets_dir()).unwrap().permissions().mode();
+        let mode = std::fs::metadata(d.secrets_dir())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o700);
     }
 

@@ -159,9 +159,10 @@ async fn claims_readonly(w: &mut CsiWorld) -> StepResult {
     // PUBLISH_READONLY (nomad/csi_endpoint.go, controllerPublishVolume); the spec lets a plugin
     // without that capability refuse it. That is Nomad's conflict with the spec, not the plugin's
     // fault: the clause cannot be judged.
-    let refused = w.last.iter().find(|c| {
-        c.method == "ControllerPublishVolume" && c.code == tonic::Code::InvalidArgument
-    });
+    let refused = w
+        .last
+        .iter()
+        .find(|c| c.method == "ControllerPublishVolume" && c.code == tonic::Code::InvalidArgument);
     if refused.is_some() && !w.config().caps.controller.contains("PUBLISH_READONLY") {
         return Err(w.ctx().skip(
             "Nomad sends readonly=true to ControllerPublishVolume for a read claim whatever the plugin's capabilities, and this plugin, which does not advertise PUBLISH_READONLY, refuses it as the CSI spec allows: Nomad cannot claim its volumes read-only (a conflict between Nomad and the spec, not a plugin failure)",

@@ -46,7 +46,10 @@ async fn call_fails_with_either(w: &mut CsiWorld, a: String, b: String) -> StepR
         rpc.summary()
     };
     Err(w.fail(
-        &format!("{} fails with {a} or {b} (the spec allows either here)", rpc.method),
+        &format!(
+            "{} fails with {a} or {b} (the spec allows either here)",
+            rpc.method
+        ),
         &seen,
         &[rpc],
     ))

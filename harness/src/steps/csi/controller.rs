@@ -4,7 +4,7 @@ use cucumber::{given, then, when};
 
 use super::common::unknown_id;
 use super::requests::{self, Mode};
-use super::{Page, describe_pages, CsiWorld, StepResult, rpc};
+use super::{CsiWorld, Page, StepResult, describe_pages, rpc};
 use crate::plugins::csi::{Rpc, pb};
 
 #[when("the harness calls ControllerGetCapabilities")]
@@ -290,7 +290,12 @@ async fn file_into_volume(w: &mut CsiWorld) -> StepResult {
     let (_, alloc) = super::nomad::claim_alloc(w, c)?;
     let token = w.ctx().token.clone();
     super::node::write_marker(&alloc.target, &token).map_err(|e| {
-        w.precondition("CSI-NOMAD-CLAIM", "a file can be written into the source volume", &e, &[])
+        w.precondition(
+            "CSI-NOMAD-CLAIM",
+            "a file can be written into the source volume",
+            &e,
+            &[],
+        )
     })?;
     let calls = super::nomad::release(w, c).await?;
     if let Some(bad) = calls.iter().find(|c| !super::common::ok_or_not_found(c)) {
@@ -569,12 +574,20 @@ async fn validates(w: &mut CsiWorld) -> StepResult {
 /// The parts of a capability Nomad compares (plugins/csi/client.go, compareCapabilities):
 /// the access mode (unless UNKNOWN), block or mount, and a mount's fs_type and flags.
 fn capability_key(c: &serde_json::Value) -> (i64, String, String, String) {
-    let mode = c.pointer("/access_mode/mode").and_then(|m| m.as_i64()).unwrap_or(0);
+    let mode = c
+        .pointer("/access_mode/mode")
+        .and_then(|m| m.as_i64())
+        .unwrap_or(0);
     let (kind, fs, flags) = match (c.get("mount"), c.get("block")) {
         (Some(m), _) if !m.is_null() => (
             "mount",
-            m.get("fs_type").and_then(|f| f.as_str()).unwrap_or("").to_string(),
-            m.get("mount_flags").map(|f| f.to_string()).unwrap_or_default(),
+            m.get("fs_type")
+                .and_then(|f| f.as_str())
+                .unwrap_or("")
+                .to_string(),
+            m.get("mount_flags")
+                .map(|f| f.to_string())
+                .unwrap_or_default(),
         ),
         (_, Some(b)) if !b.is_null() => ("block", String::new(), String::new()),
         _ => ("none", String::new(), String::new()),
@@ -604,7 +617,9 @@ async fn confirmed(w: &mut CsiWorld) -> StepResult {
         .iter()
         .filter(|c| {
             let k = capability_key(c);
-            !asked.iter().any(|a| (k.0 == 0 || k.0 == a.0) && k.1 == a.1 && k.2 == a.2 && k.3 == a.3)
+            !asked
+                .iter()
+                .any(|a| (k.0 == 0 || k.0 == a.0) && k.1 == a.1 && k.2 == a.2 && k.3 == a.3)
         })
         .map(|c| c.to_string())
         .collect();

@@ -266,9 +266,9 @@ impl CsiWorld {
             );
             return Err(self.ctx().blocked("CSI-NODE-INFO", text));
         }
-        Err(self.ctx().skip(
-            "controller-only run without --node-id: no node ID to publish to",
-        ))
+        Err(self
+            .ctx()
+            .skip("controller-only run without --node-id: no node ID to publish to"))
     }
 
     /// Whether the run can look inside volumes it creates: controller and node service both.
@@ -399,7 +399,10 @@ impl CsiWorld {
         };
         Err(self.precondition(
             root,
-            &format!("CreateVolume of a {} volume succeeds", mode.describe_short()),
+            &format!(
+                "CreateVolume of a {} volume succeeds",
+                mode.describe_short()
+            ),
             &rpc.summary(),
             &[&rpc],
         ))
@@ -772,7 +775,10 @@ impl CsiWorld {
         // After a --launch run the plugin and its socket are gone: the reproduce block starts
         // it again at a path it names, then makes the calls there.
         let launched = self.config().launcher.as_ref().map(|l| {
-            let dir = std::path::PathBuf::from(format!("/tmp/nomad-conform-repro-{}", self.ctx().run.run_id));
+            let dir = std::path::PathBuf::from(format!(
+                "/tmp/nomad-conform-repro-{}",
+                self.ctx().run.run_id
+            ));
             (l.reproduce_start(&dir), dir.join("csi.sock"))
         });
         let mut repro: Vec<String> = Vec::new();

@@ -293,8 +293,14 @@ async fn target_writable(w: &mut CsiWorld) -> StepResult {
 async fn alloc_wrote(w: &mut CsiWorld) -> StepResult {
     let (_, alloc) = claim_alloc(w, 0)?;
     let token = w.ctx().token.clone();
-    write_marker(&alloc.target, &token)
-        .map_err(|e| w.precondition("CSI-NOMAD-CLAIM", "the allocation can write at its target path", &e, &[]))
+    write_marker(&alloc.target, &token).map_err(|e| {
+        w.precondition(
+            "CSI-NOMAD-CLAIM",
+            "the allocation can write at its target path",
+            &e,
+            &[],
+        )
+    })
 }
 
 #[then("the new allocation's target path holds the file the first wrote")]

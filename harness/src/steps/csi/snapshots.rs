@@ -3,7 +3,7 @@
 use cucumber::{given, then, when};
 
 use super::common::unknown_id;
-use super::{Page, CsiWorld, StepResult, rpc};
+use super::{CsiWorld, Page, StepResult, rpc};
 use crate::plugins::csi::{Rpc, pb};
 
 fn snapshot_request(w: &CsiWorld, source: &str, name: &str) -> pb::CreateSnapshotRequest {
@@ -267,7 +267,10 @@ async fn exactly_first(w: &mut CsiWorld) -> StepResult {
     let rpc = w.last_call()?;
     Err(w.fail(
         &format!("ListSnapshots with snapshot_id {id:?} returns that snapshot and nothing else"),
-        &format!("listed {got:?}; every page:\n{}", super::describe_pages(&w.pages)),
+        &format!(
+            "listed {got:?}; every page:\n{}",
+            super::describe_pages(&w.pages)
+        ),
         &[rpc],
     ))
 }
@@ -288,7 +291,10 @@ async fn empty(w: &mut CsiWorld) -> StepResult {
     let rpc = w.last_call()?;
     Err(w.fail(
         "an empty list for a filter that matches nothing",
-        &format!("listed {got:?}; every page:\n{}", super::describe_pages(&w.pages)),
+        &format!(
+            "listed {got:?}; every page:\n{}",
+            super::describe_pages(&w.pages)
+        ),
         &[rpc],
     ))
 }

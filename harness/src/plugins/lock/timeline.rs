@@ -1,0 +1,467 @@
+//! A timeline of a lock case as a self-contained SVG (no scripts, no external references) for
+//! the HTML report: one lane per client with the server's lock holds (the part after the
+//! leader's timer fired drawn paler), the probe's run (hatched where it was killed), the
+//! proxy's faults as marks and its partitions as shaded spans; violation windows are
+//! highlighted across every lane; a time axis runs along the bottom. Hovering shows details
+//! (`<title>` elements).
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use super::checker::{Hold, Violation, offset_ms};
+use super::exchange::Exchange;
+use super::faults::{PartitionMode, PartitionWindow};
+use super::probe::ProbeInterval;
+
+const WIDTH: f64 = 960.0;
+const LEFT: f64 = 130.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 24.0;
+const LANE: f64 = 46.0;
+const AXIS: f64 = 34.0;
+
+/// Partitions of one client's proxy.
+#[derive(Clone, Debug)]
+pub struct ClientPartitions {
+    pub client: String,
+    pub windows: Vec<PartitionWindow>,
+}
+
+/// Everything drawn; times are turned into milliseconds from `t0`, open intervals end at
+/// `until`.
+#[derive(Clone, Debug)]
+pub struct Timeline<'a> {
+    pub t0: Instant,
+    pub until: Instant,
+    /// Lanes in this order; clients found only in the data are added after them.
+    pub clients: Vec<String>,
+    pub holds: &'a [Hold],
+    pub probes: &'a [ProbeInterval],
+    pub exchanges: &'a [Exchange],
+    pub partitions: &'a [ClientPartitions],
+    pub violations: &'a [Violation],
+}
+
+/// XML-escapes text for element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // Characters XML 1.0 does not allow.
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A step of 1, 2 or 5 × 10^k ms giving about 8 ticks over `span_ms`.
+fn tick_step(span_ms: f64) -> f64 {
+    let raw = (span_ms / 8.0).max(1.0);
+    let mag = 10f64.powf(raw.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if m * mag >= raw {
+            return m * mag;
+        }
+    }
+    10.0 * mag
+}
+
+fn tick_label(ms: f64) -> String {
+    if ms >= 1000.0 {
+        let s = ms / 1000.0;
+        if (s - s.round()).abs() < 1e-9 {
+            format!("{}s", s.round())
+        } else {
+            format!("{s:.1}s")
+        }
+    } else {
+        format!("{ms:.0}ms")
+    }
+}
+
+impl Timeline<'_> {
+    fn lanes(&self) -> Vec<String> {
+        let mut lanes = self.clients.clone();
+        let mut seen: BTreeSet<String> = lanes.iter().cloned().collect();
+        let found = self
+            .holds
+            .iter()
+            .filter_map(|h| h.client.clone())
+            .chain(self.probes.iter().map(|p| p.label.clone()))
+            .chain(self.exchanges.iter().map(|e| e.client.clone()))
+            .chain(self.partitions.iter().map(|p| p.client.clone()));
+        for c in found {
+            if seen.insert(c.clone()) {
+                lanes.push(c);
+            }
+        }
+        if self.holds.iter().any(|h| h.client.is_none()) {
+            lanes.push("(no client)".to_string());
+        }
+        lanes
+    }
+
+    /// The SVG document.
+    pub fn render(&self) -> String {
+        let lanes = self.lanes();
+        let span = offset_ms(self.t0, self.until).max(1) as f64;
+        let plot = WIDTH - LEFT - RIGHT;
+        let x = |ms: u64| LEFT + plot * (ms as f64 / span).min(1.0);
+        let at = |i: Instant| x(offset_ms(self.t0, i));
+        let height = TOP + LANE * lanes.len().max(1) as f64 + AXIS;
+        let lane_y = |client: Option<&str>| -> Option<f64> {
+            let name = client.unwrap_or("(no client)");
+            lanes
+                .iter()
+                .position(|l| l == name)
+                .map(|i| TOP + LANE * i as f64)
+        };
+
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" class="lock-timeline" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">"#
+        );
+        s.push_str(
+            r##"<defs><pattern id="killed" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="#2b6cb0"/></pattern></defs>"##,
+        );
+        s.push_str(r##"<rect x="0" y="0" width="100%" height="100%" fill="#ffffff"/>"##);
+        let _ = write!(
+            s,
+            r##"<text x="{LEFT}" y="14" fill="#444">lock held (server)</text><text x="{}" y="14" fill="#444">protected process (probe)</text><text x="{}" y="14" fill="#444">faults / partitions</text>"##,
+            LEFT + 150.0,
+            LEFT + 330.0
+        );
+
+        // Lanes.
+        for (i, name) in lanes.iter().enumerate() {
+            let y = TOP + LANE * i as f64;
+            let fill = if i % 2 == 0 { "#f7f7f7" } else { "#efefef" };
+            let _ = write!(
+                s,
+                r##"<g class="lane" data-client="{c}"><rect x="0" y="{y}" width="{WIDTH}" height="{LANE}" fill="{fill}"/><text x="8" y="{}" fill="#222">{c}</text></g>"##,
+                y + LANE / 2.0 + 4.0,
+                c = escape(name)
+            );
+        }
+
+        // Partitions: shaded behind the lane.
+        for p in self.partitions {
+            let Some(y) = lane_y(Some(&p.client)) else {
+                continue;
+            };
+            for w in &p.windows {
+                let (x1, x2) = (at(w.start), at(w.end.unwrap_or(self.until)));
+                let mode = match w.mode {
+                    PartitionMode::Refuse => "refusing",
+                    PartitionMode::Hang => "hanging",
+                };
+                let _ = write!(
+                    s,
+                    r##"<rect class="partition" x="{x1:.1}" y="{y}" width="{:.1}" height="{LANE}" fill="#f6ad55" fill-opacity="0.35"><title>partition ({mode}) {}–{} ms</title></rect>"##,
+                    (x2 - x1).max(1.0),
+                    offset_ms(self.t0, w.start),
+                    offset_ms(self.t0, w.end.unwrap_or(self.until)),
+                );
+            }
+        }
+
+        // Holds.
+        for h in self.holds {
+            let Some(y) = lane_y(h.client.as_deref()) else {
+                continue;
+            };
+            let valid_end = h.valid_until().unwrap_or(self.until);
+            let (x1, x2) = (at(h.start), at(valid_end));
+            let _ = write!(
+                s,
+                r##"<rect class="hold" x="{x1:.1}" y="{:.1}" width="{:.1}" height="12" fill="#38a169"><title>lock {} held {}–{} ms{}</title></rect>"##,
+                y + 8.0,
+                (x2 - x1).max(1.0),
+                escape(&h.lock_id),
+                offset_ms(self.t0, h.start),
+                offset_ms(self.t0, valid_end),
+                match h.end_reason {
+                    Some(r) => format!(" ({r:?})").to_lowercase(),
+                    None => String::new(),
+                }
+            );
+            if let (Some(exp), end) = (h.expired, h.end) {
+                let x3 = at(end.unwrap_or(self.until));
+                let x2 = at(exp);
+                let _ = write!(
+                    s,
+                    r##"<rect class="hold-expired" x="{x2:.1}" y="{:.1}" width="{:.1}" height="12" fill="#9ae6b4"><title>lock {} expired at {} ms, kept through the lock delay</title></rect>"##,
+                    y + 8.0,
+                    (x3 - x2).max(1.0),
+                    escape(&h.lock_id),
+                    offset_ms(self.t0, exp)
+                );
+            }
+        }
+
+        // Probes.
+        for p in self.probes {
+            let Some(y) = lane_y(Some(&p.label)) else {
+                continue;
+            };
+            let end = p.end.unwrap_or(self.until);
+            let (x1, x2) = (at(p.start), at(end));
+            let fill = if p.killed { "url(#killed)" } else { "#2b6cb0" };
+            let how = match (p.exit, p.killed, p.end) {
+                (Some(c), _, _) => format!("exited {c}"),
+                (None, true, _) => "killed".to_string(),
+                (None, _, None) => "still running".to_string(),
+                _ => "ended".to_string(),
+            };
+            let _ = write!(
+                s,
+                r##"<rect class="probe" x="{x1:.1}" y="{:.1}" width="{:.1}" height="12" fill="{fill}"><title>probe pid {} ran {}–{} ms, {how}</title></rect>"##,
+                y + 24.0,
+                (x2 - x1).max(1.0),
+                p.pid,
+                offset_ms(self.t0, p.start),
+                offset_ms(self.t0, end),
+            );
+        }
+
+        // Faults: a small red mark above the hold bar.
+        for e in self.exchanges {
+            let Some(f) = &e.fault else { continue };
+            let Some(y) = lane_y(Some(&e.client)) else {
+                continue;
+            };
+            let cx = at(e.at);
+            let _ = write!(
+                s,
+                r##"<path class="fault" d="M{:.1} {:.1} L{:.1} {:.1} L{:.1} {:.1} Z" fill="#e53e3e"><title>{} {} at {} ms: {}</title></path>"##,
+                cx - 3.0,
+                y + 1.0,
+                cx + 3.0,
+                y + 1.0,
+                cx,
+                y + 7.0,
+                escape(e.operation.as_str()),
+                escape(&e.method),
+                offset_ms(self.t0, e.at),
+                escape(&f.description)
+            );
+        }
+
+        // Violations across all lanes.
+        let lanes_h = LANE * lanes.len().max(1) as f64;
+        for v in self.violations {
+            let (x1, x2) = (x(v.window.start_ms), x(v.window.end_ms));
+            let _ = write!(
+                s,
+                r##"<rect class="violation" x="{x1:.1}" y="{TOP}" width="{:.1}" height="{lanes_h}" fill="#e53e3e" fill-opacity="0.25" stroke="#c53030" stroke-width="1"><title>{}</title></rect>"##,
+                (x2 - x1).max(2.0),
+                escape(&v.detail)
+            );
+        }
+
+        // Axis.
+        let axis_y = TOP + lanes_h;
+        let _ = write!(
+            s,
+            r##"<g class="axis"><line x1="{LEFT}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="#444"/>"##,
+            WIDTH - RIGHT
+        );
+        let step = tick_step(span);
+        let mut t = 0.0;
+        let mut ticks = 0;
+        while t <= span + 0.5 && ticks < 100 {
+            let tx = LEFT + plot * (t / span);
+            let _ = write!(
+                s,
+                r##"<line x1="{tx:.1}" y1="{axis_y}" x2="{tx:.1}" y2="{:.1}" stroke="#444"/><text x="{tx:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
+                axis_y + 5.0,
+                axis_y + 18.0,
+                tick_label(t)
+            );
+            t += step;
+            ticks += 1;
+        }
+        s.push_str("</g></svg>");
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::lock::checker::{HoldEnd, ViolationKind, Window};
+    use crate::plugins::lock::exchange::AppliedFault;
+    use crate::plugins::lock::exchange::tests::exchange;
+    use crate::plugins::lock::faults::{FaultSource, Operation};
+    use std::time::Duration;
+
+    /// Tags open and close in order: a tiny well-formedness check (no DTD, no CDATA here).
+    fn balanced(xml: &str) -> Result<usize, String> {
+        let mut stack: Vec<String> = Vec::new();
+        let mut rest = xml;
+        let mut elements = 0;
+        while let Some(i) = rest.find('<') {
+            let text = &rest[..i];
+            if text.contains('>') {
+                return Err(format!("stray '>' in text {text:?}"));
+            }
+            let Some(j) = rest[i..].find('>') else {
+                return Err("unterminated tag".into());
+            };
+            let tag = &rest[i + 1..i + j];
+            rest = &rest[i + j + 1..];
+            if let Some(name) = tag.strip_prefix('/') {
+                match stack.pop() {
+                    Some(open) if open == name => {}
+                    other => return Err(format!("</{name}> closes {other:?}")),
+                }
+            } else {
+                let name: String = tag
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && *c != '/')
+                    .collect();
+                if name.is_empty() || !tag.matches('"').count().is_multiple_of(2) {
+                    return Err(format!("bad tag <{tag}>"));
+                }
+                elements += 1;
+                if !tag.ends_with('/') {
+                    stack.push(name);
+                }
+            }
+        }
+        if !stack.is_empty() {
+            return Err(format!("unclosed {stack:?}"));
+        }
+        Ok(elements)
+    }
+
+    #[test]
+    fn the_checker_itself_catches_bad_xml() {
+        assert!(balanced("<a><b/></a>").is_ok());
+        assert!(balanced("<a><b></a>").is_err());
+        assert!(balanced("<a>x > y</a>").is_err());
+        assert!(balanced("<a x=\"1></a>").is_err());
+    }
+
+    #[test]
+    fn svg_is_well_formed_with_lanes_and_violations() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let holds = vec![
+            Hold {
+                client: Some("a<1>".into()),
+                lock_id: "L1".into(),
+                namespace: "default".into(),
+                path: "p".into(),
+                start: t0 + ms(100),
+                expired: Some(t0 + ms(1500)),
+                end: Some(t0 + ms(2000)),
+                end_reason: Some(HoldEnd::Invalidated),
+            },
+            Hold {
+                client: None,
+                lock_id: "H".into(),
+                namespace: "default".into(),
+                path: "p".into(),
+                start: t0 + ms(2100),
+                expired: None,
+                end: None,
+                end_reason: None,
+            },
+        ];
+        let probes = vec![
+            ProbeInterval {
+                label: "a<1>".into(),
+                pid: 1,
+                start: t0 + ms(120),
+                end: Some(t0 + ms(2500)),
+                exit: None,
+                killed: true,
+                beats: 3,
+                max_gap: None,
+            },
+            ProbeInterval {
+                label: "b".into(),
+                pid: 2,
+                start: t0 + ms(2200),
+                end: None,
+                exit: None,
+                killed: false,
+                beats: 1,
+                max_gap: None,
+            },
+        ];
+        let mut e = exchange("b", Operation::Renew, t0 + ms(900), 503);
+        e.fault = Some(AppliedFault {
+            source: FaultSource::Campaign,
+            rule: None,
+            description: "status 503 & more".into(),
+            fault: None,
+        });
+        let parts = vec![ClientPartitions {
+            client: "b".into(),
+            windows: vec![PartitionWindow {
+                start: t0 + ms(1000),
+                end: Some(t0 + ms(1400)),
+                mode: PartitionMode::Refuse,
+                source: FaultSource::Step,
+            }],
+        }];
+        let violations = vec![Violation {
+            kind: ViolationKind::Overlap,
+            clients: vec!["a<1>".into(), "b".into()],
+            window: Window {
+                start_ms: 2200,
+                end_ms: 2500,
+            },
+            detail: "a & b overlapped".into(),
+        }];
+        let tl = Timeline {
+            t0,
+            until: t0 + ms(3000),
+            clients: vec!["a<1>".into()],
+            holds: &holds,
+            probes: &probes,
+            exchanges: std::slice::from_ref(&e),
+            partitions: &parts,
+            violations: &violations,
+        };
+        let svg = tl.render();
+        let elements = balanced(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+        assert!(elements > 20, "{elements}");
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(!svg.contains("<script"));
+        assert!(svg.contains(r#"data-client="a&lt;1&gt;""#), "{svg}");
+        assert!(svg.contains(r#"data-client="b""#));
+        assert!(svg.contains(r#"data-client="(no client)""#));
+        assert!(svg.contains(r#"class="violation""#));
+        assert!(svg.contains("a &amp; b overlapped"));
+        assert!(svg.contains(r#"class="partition""#));
+        assert!(svg.contains(r#"class="fault""#));
+        assert!(svg.contains("status 503 &amp; more"));
+        assert!(svg.contains(r#"class="hold-expired""#));
+        assert!(svg.contains("url(#killed)"));
+        // The violation starts at 2200 of 3000 ms: x = 130 + 810 × 2200/3000 = 724.
+        assert!(svg.contains(r#"class="violation" x="724.0""#), "{svg}");
+        // Axis ticks every 500 ms up to 3 s.
+        assert!(svg.contains(">3s</text>"));
+        assert!(svg.contains(">500ms</text>"));
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(tick_step(3000.0), 500.0);
+        assert_eq!(tick_step(10.0), 2.0);
+        assert_eq!(tick_step(60_000.0), 10_000.0);
+        assert_eq!(tick_label(1500.0), "1.5s");
+        assert_eq!(tick_label(2000.0), "2s");
+    }
+}
