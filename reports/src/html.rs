@@ -211,7 +211,9 @@ fn case_view(case: &Case, record: &RunRecord) -> CaseView {
         blocks: record
             .cases
             .iter()
-            .filter(|c| c.verdict == Verdict::Blocked && c.blocked_by.as_deref() == Some(&case.clause))
+            .filter(|c| {
+                c.verdict == Verdict::Blocked && c.blocked_by.as_deref() == Some(&case.clause)
+            })
             .map(|c| c.clause.clone())
             .collect(),
         rerun: case.rerun.clone(),
@@ -252,7 +254,11 @@ pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
         *g.counts.entry(status(case, record.strict)).or_default() += 1;
         g.cases.push(case_view(case, record));
     };
-    for case in record.cases.iter().filter(|c| c.verdict != Verdict::Blocked) {
+    for case in record
+        .cases
+        .iter()
+        .filter(|c| c.verdict != Verdict::Blocked)
+    {
         add(case.classname(), None, case);
     }
     for (root, cases) in crate::summary::blocked_by_root(record) {

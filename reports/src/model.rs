@@ -393,7 +393,10 @@ impl RunRecord {
         let blocking = self.cases.iter().any(|c| c.is_blocking(self.strict));
         if blocking {
             Assessment::NotConformant
-        } else if t.errors > 0 || t.blocked > 0 || t.passed + t.failed_should == 0 || self.interrupted
+        } else if t.errors > 0
+            || t.blocked > 0
+            || t.passed + t.failed_should == 0
+            || self.interrupted
         {
             // A blocked SHOULD clause: nothing failed, but not everything was judged.
             Assessment::Incomplete

@@ -184,7 +184,11 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
 /// Blocked cases grouped by the clause that blocked them, roots in the order they first block.
 pub fn blocked_by_root(record: &RunRecord) -> Vec<(&str, Vec<&Case>)> {
     let mut groups: Vec<(&str, Vec<&Case>)> = Vec::new();
-    for case in record.cases.iter().filter(|c| c.verdict == Verdict::Blocked) {
+    for case in record
+        .cases
+        .iter()
+        .filter(|c| c.verdict == Verdict::Blocked)
+    {
         let root = case.blocked_by.as_deref().unwrap_or("(unknown)");
         match groups.iter_mut().find(|(r, _)| *r == root) {
             Some((_, v)) => v.push(case),
