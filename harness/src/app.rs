@@ -5,12 +5,14 @@ use clap::CommandFactory as _;
 use nomad_conform_reports::model::{RunRecord, Shard};
 
 use crate::cli::{
-    Cli, Command, CsiArgs, DhvArgs, ListArgs, ListFormat, ReportArgs, ReportFiles, SuiteArgs,
+    Cli, Command, CsiArgs, DhvArgs, DriverArgs, ListArgs, ListFormat, ReportArgs, ReportFiles,
+    SuiteArgs,
 };
 use crate::console::Output;
 use crate::error::{HarnessError, exit_code_for};
 use crate::kinds::csi::{self, CsiOptions};
 use crate::kinds::dhv::{self, DhvOptions};
+use crate::kinds::driver::{self, DriverOptions};
 use crate::run::SuiteOptions;
 
 /// Run the command; every error is reported here, so the caller only exits with the code.
@@ -22,6 +24,7 @@ pub fn run(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Dhv(args) => runtime().and_then(|rt| rt.block_on(run_dhv(*args, output))),
         Command::Csi(args) => runtime().and_then(|rt| rt.block_on(run_csi(*args, output))),
+        Command::Driver(args) => runtime().and_then(|rt| rt.block_on(run_driver(*args, output))),
         Command::List(args) => list(&args),
         Command::Report(args) => report(&args, output),
         Command::Probe(args) => Ok(crate::plugins::lock::probe::run(&args)),
@@ -117,6 +120,19 @@ async fn run_csi(args: CsiArgs, output: Output) -> Result<i32, HarnessError> {
         idempotency_count: args.idempotency_count,
     };
     let record = csi::run(&common, &opts).await?;
+    finish(&record, &args.suite.reports, output)
+}
+
+async fn run_driver(args: DriverArgs, output: Output) -> Result<i32, HarnessError> {
+    let common = suite_options(&args.suite, output)?;
+    let opts = DriverOptions {
+        plugin: args.plugin.clone(),
+        plugin_args: args.plugin_args.clone(),
+        plugin_config: args.plugin_config.clone(),
+        tasks: args.tasks.clone(),
+        task_command: args.task_command.clone(),
+    };
+    let record = driver::run(&common, &opts).await?;
     finish(&record, &args.suite.reports, output)
 }
 

@@ -45,6 +45,8 @@ pub enum Command {
     Dhv(Box<DhvArgs>),
     /// Test a CSI plugin over its unix socket, the way Nomad drives CSI plugins.
     Csi(Box<CsiArgs>),
+    /// Test a task driver plugin binary the way the Nomad client loads and drives it.
+    Driver(Box<DriverArgs>),
     /// List the clauses of a suite: ID, level and title.
     List(ListArgs),
     /// Render reports again from saved run records, or merge the records of shards into one.
@@ -101,6 +103,42 @@ pub struct SuiteArgs {
     /// Count SHOULD failures as failures (exit status 1).
     #[arg(long, env = "NOMAD_CONFORM_STRICT")]
     pub strict: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DriverArgs {
+    /// The driver plugin binary, as it would sit in the agent's plugin_dir.
+    #[arg(env = "NOMAD_CONFORM_PLUGIN")]
+    pub plugin: PathBuf,
+    /// Arguments for the plugin, as `plugin "x" { args = [...] }` gives them (one shell-quoted
+    /// string).
+    #[arg(
+        long,
+        value_name = "ARGS",
+        allow_hyphen_values = true,
+        env = "NOMAD_CONFORM_PLUGIN_ARGS"
+    )]
+    pub plugin_args: Option<String>,
+    /// The plugin's configuration: the body of the agent's `plugin "x" { config { ... } }`, as
+    /// HCL, or JSON in a `.json` file. Default: none (`{}`), as on an agent without the block.
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_PLUGIN_CONFIG")]
+    pub plugin_config: Option<PathBuf>,
+    /// Task configurations by shape (long, exit, output, trap, stubborn): HCL
+    /// `shape "long" { config { ... } }` blocks, or TOML `[shape.long.config]` tables.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "NOMAD_CONFORM_TASKS",
+        conflicts_with = "task_command"
+    )]
+    pub tasks: Option<PathBuf>,
+    /// For drivers that run a command: the body of a task's `config {}` with `{command}` and
+    /// `{args}` placeholders (`command = {command}\nargs = {args}`); every shape is made from
+    /// a `/bin/sh -c` snippet.
+    #[arg(long, value_name = "TEMPLATE", env = "NOMAD_CONFORM_TASK_COMMAND")]
+    pub task_command: Option<String>,
+    #[command(flatten)]
+    pub suite: SuiteArgs,
 }
 
 #[derive(Debug, Args)]
@@ -252,8 +290,8 @@ pub enum ListFormat {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// The suite: dhv or csi.
-    #[arg(value_parser = ["dhv", "csi"])]
+    /// The suite: dhv, csi or driver.
+    #[arg(value_parser = ["dhv", "csi", "driver"])]
     pub kind: String,
     /// List the feature files in DIR instead of the built-in specs.
     #[arg(long, value_name = "DIR")]

@@ -104,7 +104,7 @@ Feature: launch
     When the harness sends SIGINT to the plugin
     Then the plugin still answers PluginInfo
 
-  @DRIVER-LAUNCH-STDERR-HCLOG @should
+  @DRIVER-LAUNCH-STDERR-HCLOG @should @shape-long
   Scenario: the plugin logs hclog lines on stderr
     Nomad reads the plugin's stderr line by line: JSON with @level, @message and @timestamp, or
     lines with a [LEVEL] prefix, land in the agent's log at their level; anything else is logged

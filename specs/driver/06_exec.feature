@@ -68,12 +68,15 @@ Feature: signals and exec
 
   @DRIVER-EXEC-STREAMING-NOTTY-STDIN @must @requires-exec @shape-long
   Scenario: exec streaming without a tty passes stdin and its end
-    Basis: Nomad plugins/drivers/testutils/exec_testing.go (notty stdin): stdin "hello from
-    stdin\n" then a close reach `head -n1`.
+    Basis: Nomad plugins/drivers/testutils/exec_testing.go (notty stdin) sends stdin "hello from
+    stdin\n" and then a close; `nomad alloc exec` sends the close when its own input ends, so
+    `echo data | nomad alloc exec ... cat` only returns when the close reaches the command as end
+    of input. The harness runs `cat` (Nomad's test uses `head -n1`, which would end without it)
+    and keeps its side of the stream open, as the CLI does.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a long task
-    When the harness streams "echo hello from command; head -n1" in the task without a tty, sending "hello from stdin" and closing stdin
+    When the harness streams "echo hello from command; cat" in the task without a tty, sending "hello from stdin" and closing stdin
     Then the stream gives stdout "hello from command\nhello from stdin\n" and exit code 0
 
   @DRIVER-EXEC-STREAMING-TTY-BASIC @must @requires-exec @shape-long

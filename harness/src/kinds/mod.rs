@@ -2,3 +2,4 @@
 //! probe, rerun command) and hands it to the generic runner.
 pub mod csi;
 pub mod dhv;
+pub mod driver;

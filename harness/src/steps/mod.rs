@@ -1,6 +1,7 @@
 //! Step definitions, one module per plugin kind.
 pub mod csi;
 pub mod dhv;
+pub mod driver;
 
 /// expected / seen / reproduce, with continuation lines indented.
 pub fn failure_text(expected: &str, seen: &str, reproduce: &[String]) -> String {

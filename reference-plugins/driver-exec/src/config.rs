@@ -4,6 +4,7 @@
 //! config {
 //!   enabled            = true   # false: the driver fingerprints as undetected
 //!   fingerprint_period = "30s"  # how often the Fingerprint stream repeats itself
+//!   extra_attributes   = { rack = "r1" }  # optional, no default: more node attributes
 //! }
 //! ```
 //!
@@ -11,6 +12,7 @@
 //! SetConfig twice: once in a short-lived launch that only validates the config (without
 //! `nomad_config`), and once in the long-lived instance (with it). Both must succeed.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nomad_conform_proto::nomad::hclspec::Spec;
@@ -21,7 +23,9 @@ use crate::msgpack::ConfigMap;
 
 const FINGERPRINT_PERIOD: &str = "fingerprint_period";
 const ENABLED: &str = "enabled";
-const SCHEMA: &[&str] = &[ENABLED, FINGERPRINT_PERIOD];
+/// Optional and without a default, so go-cty sends it as nil when unset.
+const EXTRA_ATTRIBUTES: &str = "extra_attributes";
+const SCHEMA: &[&str] = &[ENABLED, EXTRA_ATTRIBUTES, FINGERPRINT_PERIOD];
 
 /// The default of `fingerprint_period`, as the built-in drivers use.
 pub const DEFAULT_FINGERPRINT_PERIOD: Duration = Duration::from_secs(30);
@@ -30,6 +34,8 @@ pub const DEFAULT_FINGERPRINT_PERIOD: Duration = Duration::from_secs(30);
 pub struct PluginConfig {
     pub enabled: bool,
     pub fingerprint_period: Duration,
+    /// Fingerprinted as `driver.exec-reference.<key>` node attributes.
+    pub extra_attributes: BTreeMap<String, String>,
 }
 
 impl std::default::Default for PluginConfig {
@@ -37,6 +43,7 @@ impl std::default::Default for PluginConfig {
         PluginConfig {
             enabled: true,
             fingerprint_period: DEFAULT_FINGERPRINT_PERIOD,
+            extra_attributes: BTreeMap::new(),
         }
     }
 }
@@ -54,6 +61,10 @@ pub fn schema(faults: &Faults) -> Spec {
             default(attr(FINGERPRINT_PERIOD, period_type, false), "\"30s\""),
         ),
         (ENABLED, default(attr(ENABLED, "bool", false), "true")),
+        (
+            EXTRA_ATTRIBUTES,
+            attr(EXTRA_ATTRIBUTES, "map(string)", false),
+        ),
     ])
 }
 
@@ -75,6 +86,9 @@ pub fn decode(bytes: &[u8], faults: &Faults) -> Result<PluginConfig, String> {
     let mut config = PluginConfig::default();
     if let Some(enabled) = map.bool(ENABLED)? {
         config.enabled = enabled;
+    }
+    if let Some(extra) = map.string_map(EXTRA_ATTRIBUTES)? {
+        config.extra_attributes = extra;
     }
     if let Some(period) = map.string(FINGERPRINT_PERIOD)? {
         config.fingerprint_period = parse_go_duration(&period)

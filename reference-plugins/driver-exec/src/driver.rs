@@ -57,7 +57,11 @@ impl DriverService {
             capabilities: Some(DriverCapabilities {
                 send_signals: true,
                 exec: !self.plugin.variants.has(Variant::NoExec),
-                fs_isolation: FsIsolation::None as i32,
+                fs_isolation: if self.plugin.faults.has(Fault::ClaimsChroot) {
+                    FsIsolation::Chroot as i32
+                } else {
+                    FsIsolation::None as i32
+                },
                 // Tasks share the host's network.
                 network_isolation_modes: vec![NetworkIsolationMode::Host as i32],
                 must_create_network: false,

@@ -98,8 +98,16 @@ impl Session {
             let pty::Pty { master, terminal } = pty::open().map_err(failed)?;
             let stdio = || terminal.try_clone().map(Stdio::from).map_err(failed);
             command.stdin(stdio()?).stdout(stdio()?).stderr(stdio()?);
-            // SAFETY: only async-signal-safe calls (setsid, ioctl) run in the forked child.
-            unsafe { command.pre_exec(pty::become_session_leader_of_terminal) };
+            if faults.has(Fault::ExecStreamWaitsChildren) {
+                // The fault: a session of its own but no controlling terminal, so the kernel
+                // does not hang up the command's orphans when it exits, and they keep the
+                // terminal open for as long as they live.
+                // SAFETY: only setsid, async-signal-safe, runs in the forked child.
+                unsafe { command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(Into::into)) };
+            } else {
+                // SAFETY: only async-signal-safe calls (setsid, ioctl) run in the forked child.
+                unsafe { command.pre_exec(pty::become_session_leader_of_terminal) };
+            }
             let child = command.spawn().map_err(failed)?;
             // Our copies of the terminal side go now, so that the output ends (EIO) once the
             // command's processes have closed it.

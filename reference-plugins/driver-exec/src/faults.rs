@@ -131,10 +131,12 @@ switches! {
         ExecStreamIgnoresStdinClose = "exec-stream-ignores-stdin-close":
             "ExecTaskStreaming ignores stdin close, so the command never sees end of input",
         ExecStreamWaitsChildren = "exec-stream-waits-children":
-            "ExecTaskStreaming ends only when background children of the command close its \
-             output, not when the command exits",
+            "ExecTaskStreaming with a tty does not make the terminal the command's controlling \
+             terminal (so its orphans are not hung up) and ends only when they close the output",
         ExecStreamNoExitCode = "exec-stream-no-exit-code":
             "ExecTaskStreaming always reports exit code 0",
+        ClaimsChroot = "claims-chroot":
+            "Capabilities says fs_isolation CHROOT, but tasks and execs see the host's filesystem",
         // RecoverTask (start.rs).
         RecoverFails = "recover-fails":
             "RecoverTask always fails",

@@ -85,11 +85,21 @@ pub fn fingerprint(config: &PluginConfig, faults: &Faults) -> FingerprintRespons
     } else {
         HealthState::Healthy as i32
     };
+    let mut attributes = HashMap::from([
+        (format!("driver.{PLUGIN_NAME}"), detected),
+        (format!("driver.{PLUGIN_NAME}.version"), version),
+    ]);
+    for (key, value) in &config.extra_attributes {
+        attributes.insert(
+            format!("driver.{PLUGIN_NAME}.{key}"),
+            Attribute {
+                value: Some(attribute::Value::StringVal(value.clone())),
+                unit: String::new(),
+            },
+        );
+    }
     FingerprintResponse {
-        attributes: HashMap::from([
-            (format!("driver.{PLUGIN_NAME}"), detected),
-            (format!("driver.{PLUGIN_NAME}.version"), version),
-        ]),
+        attributes,
         health,
         health_description: "healthy".into(),
         err: String::new(),

@@ -99,6 +99,26 @@ impl ConfigMap {
         }
     }
 
+    /// A map of strings (an HCL `map(string)`).
+    pub fn string_map(
+        &self,
+        key: &str,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, String> {
+        let bad = || format!("attribute {key:?} must be a map of strings");
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Map(pairs)) => pairs
+                .iter()
+                .map(|(k, v)| match (k.as_str(), v.as_str()) {
+                    (Some(k), Some(v)) => Ok((k.to_string(), v.to_string())),
+                    _ => Err(bad()),
+                })
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(_) => Err(bad()),
+        }
+    }
+
     /// A list of strings; an empty list stays `Some(vec![])`.
     pub fn strings(&self, key: &str) -> Result<Option<Vec<String>>, String> {
         match self.get(key) {

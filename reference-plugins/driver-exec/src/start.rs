@@ -49,12 +49,12 @@ pub async fn start_task(
             format!("task with id {:?} is already started", config.id),
         ));
     }
-    if faults.has(Fault::BadConfigLeavesProcess) {
-        start_stray_process(&config);
-    }
-
-    let spec = taskconfig::decode(&config.msgpack_driver_config, faults)
-        .map_err(|why| rpc::start_error(faults, format!("invalid task config: {why}")))?;
+    let spec = taskconfig::decode(&config.msgpack_driver_config, faults).map_err(|why| {
+        if faults.has(Fault::BadConfigLeavesProcess) {
+            start_stray_process(&config);
+        }
+        rpc::start_error(faults, format!("invalid task config: {why}"))
+    })?;
     if faults.has(Fault::CrashesOnEmptyArgs) && spec.args.as_ref().is_some_and(Vec::is_empty) {
         crash("args is an empty list (crashes-on-empty-args fault)");
     }
@@ -252,7 +252,7 @@ fn is_our_supervisor(state: &DriverState) -> bool {
     args.iter().any(|a| a == "supervise") && args.iter().any(|a| *a == status_file)
 }
 
-/// The bad-config-leaves-process fault: a process started before the config was looked at,
+/// The bad-config-leaves-process fault: a process started for a config that is then refused,
 /// in a group of its own, never cleaned up.
 fn start_stray_process(config: &TaskConfig) {
     let mut command = std::process::Command::new("/bin/sh");

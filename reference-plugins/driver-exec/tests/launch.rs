@@ -174,7 +174,14 @@ async fn base_plugin_identifies_a_driver_with_its_config_schema() {
     };
     let mut names: Vec<&String> = object.attributes.keys().collect();
     names.sort();
-    assert_eq!(names, ["enabled", "fingerprint_period"]);
+    assert_eq!(names, ["enabled", "extra_attributes", "fingerprint_period"]);
+    let Block::Attr(extra) = block(&object.attributes["extra_attributes"]) else {
+        panic!("extra_attributes is not a plain Attr (it has no default)")
+    };
+    assert_eq!(
+        (extra.r#type.as_str(), extra.required),
+        ("map(string)", false)
+    );
     let Block::Default(period) = block(&object.attributes["fingerprint_period"]) else {
         panic!("fingerprint_period has no default")
     };
@@ -193,7 +200,11 @@ async fn set_config_accepts_cty_and_plain_msgpack_and_refuses_garbage() {
     let mut setup = Setup::new(&[]).await;
     let base = &mut setup.clients.base;
     // Nomad's validation launch: go-cty map with every attribute, no nomad_config.
-    let cty = cty_config(&[("enabled", Value::Nil), ("fingerprint_period", Value::Nil)]);
+    let cty = cty_config(&[
+        ("enabled", Value::Nil),
+        ("extra_attributes", Value::Nil),
+        ("fingerprint_period", Value::Nil),
+    ]);
     base.set_config(set_config(cty, false))
         .await
         .expect("cty config without nomad_config");

@@ -294,7 +294,8 @@ async fn exec_no_output_returns_nothing() {
 #[tokio::test]
 async fn wait_once_hangs_after_the_exit() {
     let mut setup = Setup::new(&["--fault", "wait-once"]).await;
-    let task = setup.scratch.task("t", &["/bin/true"]);
+    // Long enough for the first WaitTask to be made while the task runs.
+    let task = setup.scratch.task("t", &["/bin/sh", "-c", "sleep 0.5"]);
     setup.clients.start(&task).await;
     assert_eq!(setup.clients.wait(&task.id(), 10).await.exit_code, 0);
     let late = tokio::time::timeout(

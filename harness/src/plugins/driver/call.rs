@@ -132,6 +132,25 @@ pub struct DriverRpc {
 }
 
 impl DriverRpc {
+    /// A call still open after `open_for`, which the harness stopped waiting for.
+    pub fn unanswered(service: Service, method: &str, request: Value, open_for: Duration) -> Self {
+        DriverRpc {
+            service,
+            method: method.to_owned(),
+            path: service.path(method),
+            request,
+            code: Code::DeadlineExceeded,
+            message: "no answer before the deadline (the harness stopped waiting)".into(),
+            details: None,
+            response: None,
+            payloads: Vec::new(),
+            started: Instant::now() - open_for,
+            duration: open_for,
+            deadline: Deadline::from(open_for),
+            timed_out: true,
+        }
+    }
+
     pub fn ok(&self) -> bool {
         self.code == Code::Ok
     }

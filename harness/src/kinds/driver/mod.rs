@@ -1,0 +1,278 @@
+//! The task driver suite: read the plugin's configuration and task shapes, probe the plugin
+//! once as Nomad loads it (what it is, its schemas, its capabilities), skip what it does not
+//! offer, run; and whatever happened, leave no plugin or task process behind.
+//!
+//! Modules: `tasks` (the task shapes), `probe` (the one load before the run).
+
+pub mod probe;
+pub mod tasks;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chrono::Utc;
+use nomad_conform_hclspec::{
+    SpecTree, Value, decode_hcl, decode_json_str, encode_cty, encode_plain,
+};
+use nomad_conform_reports::model::{RunRecord, Subject};
+
+use crate::error::HarnessError;
+use crate::plugins::dhv::quote;
+use crate::plugins::driver::{HostTimings, LaunchSpec};
+use crate::profile::Profile;
+use crate::recorder::RunStore;
+use crate::run::{RunMeta, SuiteOptions, execute, finish_record, load_suite};
+use crate::steps::driver::DriverWorld;
+use crate::world::RunCtx;
+
+pub use probe::DriverProbe;
+pub use tasks::Shapes;
+
+pub const KIND: &str = "driver";
+
+/// What the user asked for, as given on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct DriverOptions {
+    pub plugin: PathBuf,
+    pub plugin_args: Option<String>,
+    pub plugin_config: Option<PathBuf>,
+    pub tasks: Option<PathBuf>,
+    pub task_command: Option<String>,
+}
+
+/// The agent's `plugin "x" { config { ... } }` body as the user wrote it.
+#[derive(Clone, Debug)]
+pub enum PluginConfigSource {
+    Hcl(String),
+    Json(String),
+}
+
+impl PluginConfigSource {
+    /// Decode against the plugin's ConfigSchema.
+    pub fn decode(&self, spec: &SpecTree) -> Result<Value, String> {
+        match self {
+            PluginConfigSource::Hcl(t) => decode_hcl(spec, t),
+            PluginConfigSource::Json(t) => decode_json_str(spec, t),
+        }
+        .map_err(|e| {
+            format!("the plugin configuration does not fit the plugin's ConfigSchema: {e}")
+        })
+    }
+}
+
+/// The plugin configuration as Nomad would send it, in both encodings.
+#[derive(Clone, Debug)]
+pub struct EncodedConfig {
+    /// go-cty msgpack (what Nomad sends).
+    pub cty: Vec<u8>,
+    /// Plain msgpack of the same values (what Nomad's own driver tests send).
+    pub plain: Vec<u8>,
+    /// The configuration as HCL, for messages.
+    pub hcl: String,
+}
+
+impl EncodedConfig {
+    pub fn of(spec: &SpecTree, value: &Value) -> EncodedConfig {
+        EncodedConfig {
+            cty: encode_cty(value),
+            plain: encode_plain(&given_only(value.to_json())),
+            hcl: nomad_conform_hclspec::config_to_hcl(spec, value),
+        }
+    }
+}
+
+/// Plain msgpack carries only the attributes that were given: a map entry whose value is null
+/// (unset, no default) is left out, as a Go struct with `omitempty` fields encodes.
+fn given_only(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, given_only(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// What the steps of a driver run read.
+#[derive(Debug)]
+pub struct DriverConfig {
+    /// How every launch starts the plugin (the profile's start timeout included).
+    pub launch: LaunchSpec,
+    pub timings: HostTimings,
+    pub probe: DriverProbe,
+    /// The user's plugin configuration encoded against the plugin's schema, or why it cannot be.
+    pub config: Result<EncodedConfig, String>,
+    /// `{}` encoded against the schema: an agent without a `plugin` block.
+    pub empty_config: Result<EncodedConfig, String>,
+    pub shapes: Shapes,
+}
+
+impl DriverOptions {
+    fn plugin_args(&self) -> Result<Vec<String>, HarnessError> {
+        match &self.plugin_args {
+            None => Ok(Vec::new()),
+            Some(a) => shlex::split(a).ok_or_else(|| {
+                HarnessError::Usage(format!("--plugin-args {a:?}: not a shell-quoted list"))
+            }),
+        }
+    }
+
+    fn config_source(&self) -> Result<PluginConfigSource, HarnessError> {
+        let Some(p) = &self.plugin_config else {
+            return Ok(PluginConfigSource::Hcl(String::new()));
+        };
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| HarnessError::Usage(format!("--plugin-config {}: {e}", p.display())))?;
+        Ok(if p.extension().is_some_and(|e| e == "json") {
+            PluginConfigSource::Json(text)
+        } else {
+            PluginConfigSource::Hcl(text)
+        })
+    }
+
+    fn rerun_prefix(&self, common: &SuiteOptions) -> String {
+        let mut parts = vec![
+            "nomad-conform".to_string(),
+            KIND.into(),
+            quote(&self.plugin.display().to_string()),
+        ];
+        let mut flag = |name: &str, value: Option<String>| {
+            if let Some(v) = value {
+                parts.push(name.into());
+                parts.push(quote(&v));
+            }
+        };
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        flag("--plugin-args", self.plugin_args.clone());
+        flag("--plugin-config", path(&self.plugin_config));
+        flag("--tasks", path(&self.tasks));
+        flag("--task-command", self.task_command.clone());
+        flag("--profile", common.profile.clone());
+        flag("--specs", path(&common.specs));
+        parts.join(" ")
+    }
+}
+
+/// Run the driver suite. Returns the record; writing reports is the caller's business.
+pub async fn run(common: &SuiteOptions, opts: &DriverOptions) -> Result<RunRecord, HarnessError> {
+    let started_at = Utc::now();
+    if !opts.plugin.is_file() {
+        return Err(HarnessError::Usage(format!(
+            "{} is not a file: give the driver plugin binary",
+            opts.plugin.display()
+        )));
+    }
+    let profile = Profile::load(common.profile.as_deref())?;
+    let (features, clauses, mut selection) = load_suite(KIND, common)?;
+    let config_source = opts.config_source()?;
+    let shapes = Shapes::load(opts.tasks.as_deref(), opts.task_command.as_deref())
+        .map_err(HarnessError::Usage)?;
+    let plugin = opts
+        .plugin
+        .canonicalize()
+        .map_err(|e| HarnessError::Usage(format!("{}: {e}", opts.plugin.display())))?;
+    let mut launch = LaunchSpec::new(&plugin, opts.plugin_args()?);
+    launch.start_timeout = profile.driver.start_timeout;
+    let timings = HostTimings {
+        rpc: profile.driver.rpc_deadline,
+        driver_shutdown: profile.driver.shutdown_timeout,
+        kill_grace: profile.driver.shutdown_timeout,
+        ..HostTimings::default()
+    };
+
+    let run_id = crate::run::new_run_id();
+    let seed = crate::run::seed_or_random(common.seed);
+    let scratch_base = crate::run::make_scratch_base(&std::env::temp_dir(), &run_id)?;
+    // Plugins make their sockets in TMPDIR: keep them short and in the run's own directory.
+    let sockets = scratch_base.join("s");
+    std::fs::create_dir_all(&sockets).map_err(|e| {
+        HarnessError::Internal(format!("failed to create {}: {e}", sockets.display()))
+    })?;
+    launch.cwd = Some(scratch_base.clone());
+    launch
+        .extra_env
+        .push(("TMPDIR".into(), sockets.display().to_string()));
+
+    let probe = probe::probe(&launch, &timings, &config_source).await;
+    let config = probe
+        .config_schema
+        .as_ref()
+        .map_err(|e| e.clone())
+        .and_then(|spec| Ok(EncodedConfig::of(spec, &config_source.decode(spec)?)));
+    let empty_config = probe
+        .config_schema
+        .as_ref()
+        .map_err(|e| e.clone())
+        .and_then(|spec| {
+            Ok(EncodedConfig::of(
+                spec,
+                &PluginConfigSource::Hcl(String::new()).decode(spec)?,
+            ))
+        });
+    let available: Vec<String> = shapes
+        .names(&tasks::Placeholders::default())
+        .unwrap_or_default();
+    for (key, reason) in probe::skips(&clauses, &selection, &probe, &available) {
+        selection.skip(&key, reason);
+    }
+
+    let store = RunStore::new(clauses, opts.rerun_prefix(common), seed);
+    let header = format!(
+        "nomad-conform {KIND}: {} {} ({}), profile {}, seed {seed}, run {run_id}",
+        probe.name().unwrap_or("(no name)"),
+        probe.version().unwrap_or("(no version)"),
+        plugin.display(),
+        profile.name,
+    );
+    let progress = crate::console::Progress::start(
+        &store,
+        &header,
+        selection.run.len() + selection.skip.len(),
+        common.output,
+        common.strict,
+    );
+    let subject = Subject {
+        plugin: plugin.display().to_string(),
+        version: probe.version().map(str::to_string),
+        details: probe.details(&shapes, &available),
+    };
+    let ctx = Arc::new(RunCtx {
+        run_id: run_id.clone(),
+        seed,
+        profile,
+        config: DriverConfig {
+            launch,
+            timings,
+            probe,
+            config,
+            empty_config,
+            shapes,
+        },
+        scratch_base: scratch_base.clone(),
+        store,
+    });
+    let interrupted =
+        execute::<DriverWorld>(ctx.clone(), features, &selection, common.jobs.max(1)).await;
+    progress.finish();
+    // Whatever the clauses did, nothing of the run's tasks stays running.
+    let left = crate::plugins::driver::taskconfig::kill_marked(&format!("{run_id}/")).await;
+    for p in &left {
+        eprintln!("warning: a task process of this run was still running at its end: {p} (killed)");
+    }
+    crate::process::kill_all_live_groups();
+    let cleanup = crate::ledger::remove_scratch(&scratch_base);
+    for leak in &cleanup.leaked {
+        eprintln!("warning: {leak}");
+    }
+    let meta = RunMeta {
+        kind: KIND.into(),
+        subject,
+        command_line: common.command_line.clone(),
+        started_at,
+        strict: common.strict,
+        shard: common.shard,
+    };
+    Ok(finish_record(&ctx, meta, interrupted))
+}

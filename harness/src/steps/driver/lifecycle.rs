@@ -1,0 +1,605 @@
+//! Steps of the lifecycle feature: StartTask, WaitTask, StopTask, DestroyTask, InspectTask as
+//! the client's task runner calls them.
+
+use std::time::{Duration, Instant};
+
+use cucumber::{given, then, when};
+use nomad_conform_hclspec::SpecTree;
+use tonic::Code;
+
+use super::{DriverWorld, StepResult};
+use crate::kinds::driver::tasks::{Placeholders, TRAP_TERM_CODE};
+use crate::plugins::driver::taskconfig::marked_processes;
+use crate::plugins::driver::{DriverRpc, Service, drivers};
+
+pub(super) fn duration(d: Duration) -> Option<prost_types::Duration> {
+    prost_types::Duration::try_from(d).ok()
+}
+
+/// The exit result in a WaitTask answer.
+pub(super) fn exit_of(rpc: &DriverRpc) -> Option<(i64, i64)> {
+    let r = rpc.response.as_ref()?.get("result")?;
+    let n = |k: &str| r.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
+    Some((n("exit_code"), n("signal")))
+}
+
+/// WaitTask of task `i`, bounded by `within`.
+/// The task's exit as Nomad learns it: the answer of the WaitTask made when the task started
+/// (or was recovered), waiting up to `within` more for it.
+pub(super) async fn wait(w: &DriverWorld, i: usize, within: Duration) -> Result<DriverRpc, String> {
+    let task = w.task(i)?;
+    let Some(waiter) = task.waiter.clone() else {
+        return wait_fresh(w, i, within).await;
+    };
+    let rpc = match waiter.answer(within).await {
+        Some(rpc) => rpc,
+        None => DriverRpc::unanswered(
+            Service::Driver,
+            "WaitTask",
+            serde_json::json!({ "task_id": task.id }),
+            waiter.open_for(),
+        ),
+    };
+    w.record(&rpc);
+    Ok(rpc)
+}
+
+/// A WaitTask call made now (the clauses about WaitTask itself).
+pub(super) async fn wait_fresh(
+    w: &DriverWorld,
+    i: usize,
+    within: Duration,
+) -> Result<DriverRpc, String> {
+    let id = w.task(i)?.id.clone();
+    let (rpc, _) = w.client()?.wait_task(&id, within).await;
+    w.record(&rpc);
+    Ok(rpc)
+}
+
+/// How long a WaitTask may take for a task that is about to exit.
+pub(super) fn wait_budget(w: &DriverWorld) -> Duration {
+    w.driver_profile().rpc_deadline
+}
+
+pub(super) async fn stop(
+    w: &mut DriverWorld,
+    i: usize,
+    signal: &str,
+    timeout: Duration,
+) -> Result<DriverRpc, String> {
+    let id = w.task(i)?.id.clone();
+    let req = drivers::StopTaskRequest {
+        task_id: id,
+        timeout: duration(timeout),
+        signal: signal.into(),
+    };
+    let started = Instant::now();
+    let (rpc, _) = w
+        .client()?
+        .stop_task(req, timeout + w.driver_profile().rpc_deadline)
+        .await;
+    w.stop_took = Some(started.elapsed());
+    w.record(&rpc);
+    Ok(rpc)
+}
+
+/// Processes still carrying task `i`'s marker after up to `within` for them to go.
+pub(super) async fn processes_left(
+    w: &DriverWorld,
+    i: usize,
+    within: Duration,
+) -> Result<Vec<crate::process::ProcInfo>, String> {
+    let marker = w.task(i)?.marker.clone();
+    let until = Instant::now() + within;
+    loop {
+        let left = marked_processes(&marker);
+        if left.is_empty() || Instant::now() >= until {
+            return Ok(left);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[when("the harness asks for the task configuration schema")]
+async fn asks_schema(w: &mut DriverWorld) -> StepResult {
+    let (rpc, resp) = w.client()?.task_config_schema(w.config().timings.rpc).await;
+    w.record(&rpc);
+    w.notes = match resp.and_then(|r| r.spec) {
+        Some(s) => SpecTree::from_proto(&s)
+            .err()
+            .map(|e| vec![e.to_string()])
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the task configuration schema converts")]
+async fn schema_converts(w: &mut DriverWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    if !rpc.ok() {
+        return Err(w.fail("TaskConfigSchema succeeds", &rpc.summary(), &[rpc]));
+    }
+    if w.notes.is_empty() {
+        return Ok(());
+    }
+    Err(w.fail(
+        "a task schema Nomad's hclspecutils.Convert accepts",
+        &w.notes.join("\n"),
+        &[rpc],
+    ))
+}
+
+#[when("the harness asks for the capabilities")]
+async fn asks_caps(w: &mut DriverWorld) -> StepResult {
+    let (rpc, _) = w.client()?.capabilities(w.config().timings.rpc).await;
+    w.record(&rpc);
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the call succeeds")]
+async fn call_succeeds(w: &mut DriverWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    if rpc.ok() {
+        return Ok(());
+    }
+    Err(w.fail(&format!("{} succeeds", rpc.method), &rpc.summary(), &[rpc]))
+}
+
+#[then("the call fails")]
+async fn call_fails(w: &mut DriverWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    if !rpc.ok() && !rpc.timed_out {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!(
+            "{} fails (an error status, within its deadline)",
+            rpc.method
+        ),
+        &rpc.summary(),
+        &[rpc],
+    ))
+}
+
+#[when("the harness starts a long task")]
+async fn starts_long(w: &mut DriverWorld) -> StepResult {
+    let rpc = w.start_task("long", 0).await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness starts a long task and stops it")]
+async fn starts_and_stops_long(w: &mut DriverWorld) -> StepResult {
+    w.must_start_task("long", 0).await?;
+    let rpc = stop(w, 0, "SIGTERM", Duration::from_secs(1)).await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the handle names the task and carries the task's configuration")]
+async fn handle_ok(w: &mut DriverWorld) -> StepResult {
+    let task = w.task(0)?.clone();
+    let rpc = w.last_call()?;
+    let Some(handle) = &task.handle else {
+        return Err(w.fail(
+            "StartTask returns a handle",
+            "no handle in the answer",
+            &[rpc],
+        ));
+    };
+    let mut problems = Vec::new();
+    match &handle.config {
+        Some(c) if c.id == task.id => {}
+        Some(c) => problems.push(format!(
+            "handle.config.id is {:?}, the task's ID is {:?}",
+            c.id, task.id
+        )),
+        None => problems.push("handle.config is missing".into()),
+    }
+    if handle.state == drivers::TaskState::Unknown as i32 {
+        problems.push("handle.state is UNKNOWN".into());
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(w.fail(
+        "a handle whose config.id is the task's ID (Nomad stores it and gives it back to RecoverTask)",
+        &problems.join("; "),
+        &[rpc],
+    ))
+}
+
+/// Plain msgpack of a configuration that breaks `spec`: its first primitive attribute given a
+/// map, which no decoder can put into a string, number or bool.
+fn breaking_config(spec: &SpecTree) -> Option<(String, Vec<u8>)> {
+    let SpecTree::Object(attrs) = spec else {
+        return None;
+    };
+    let name = attrs.iter().find_map(|(k, v)| match v {
+        SpecTree::Attr { ty, .. } if ty.is_primitive() => Some(k.clone()),
+        _ => None,
+    })?;
+    let json = serde_json::json!({ name.clone(): {"nomad-conform": true} });
+    Some((name, nomad_conform_hclspec::encode_plain(&json)))
+}
+
+#[when("the harness starts a task whose configuration breaks the schema")]
+async fn starts_bad(w: &mut DriverWorld) -> StepResult {
+    let spec = match &w.config().probe.task_schema {
+        Ok(s) => s.clone(),
+        Err(e) => {
+            return Err(w.precondition(
+                "DRIVER-TASK-CONFIG-SCHEMA",
+                "the driver's TaskConfigSchema converts",
+                e,
+                &[],
+            ));
+        }
+    };
+    let Some((attr, bytes)) = breaking_config(&spec) else {
+        return Err(w.ctx().skip(
+            "the driver's task schema has no attribute of a simple type to give a wrong value",
+        ));
+    };
+    w.notes.push(format!("attribute {attr:?} given a map"));
+    let rpc = w
+        .start_task_with("broken", Placeholders::default(), bytes)
+        .await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("no process of that task is running")]
+async fn no_process(w: &mut DriverWorld) -> StepResult {
+    let i = w.tasks.len().saturating_sub(1);
+    let left = processes_left(w, i, Duration::from_secs(1)).await?;
+    if left.is_empty() {
+        return Ok(());
+    }
+    let calls: Vec<&DriverRpc> = w.last.iter().collect();
+    Err(w.fail(
+        "no process of the task is left running",
+        &format!(
+            "still running: {}",
+            left.iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        &calls,
+    ))
+}
+
+#[given(expr = "the harness has started a task that exits with code {int}")]
+async fn started_exit(w: &mut DriverWorld, code: i32) -> StepResult {
+    w.must_start_task("exit", code).await
+}
+
+#[given("the harness has started a long task")]
+async fn started_long(w: &mut DriverWorld) -> StepResult {
+    w.must_start_task("long", 0).await
+}
+
+#[given("the harness has started two long tasks")]
+async fn started_two(w: &mut DriverWorld) -> StepResult {
+    w.must_start_task("long", 0).await?;
+    w.must_start_task("long", 0).await?;
+    w.require_visible(0).await?;
+    w.require_visible(1).await
+}
+
+#[given("the harness has started a task that traps SIGTERM")]
+async fn started_trap(w: &mut DriverWorld) -> StepResult {
+    w.must_start_task("trap", 0).await
+}
+
+#[given("the harness has started a task that ignores SIGTERM")]
+async fn started_stubborn(w: &mut DriverWorld) -> StepResult {
+    w.must_start_task("stubborn", 0).await
+}
+
+#[given("the harness has started a task that writes known lines to stdout and stderr")]
+async fn started_output(w: &mut DriverWorld) -> StepResult {
+    w.must_start_task("output", 0).await
+}
+
+#[when("the harness waits for the task")]
+async fn waits(w: &mut DriverWorld) -> StepResult {
+    let rpc = wait(w, 0, wait_budget(w)).await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[given("the task has exited")]
+async fn has_exited_given(w: &mut DriverWorld) -> StepResult {
+    has_exited(w).await
+}
+
+#[when("the task has exited")]
+async fn has_exited_when(w: &mut DriverWorld) -> StepResult {
+    has_exited(w).await
+}
+
+async fn has_exited(w: &mut DriverWorld) -> StepResult {
+    let rpc = wait(w, 0, wait_budget(w)).await?;
+    if rpc.ok() && exit_of(&rpc).is_some() {
+        w.last = vec![rpc];
+        return Ok(());
+    }
+    Err(w.precondition(
+        "DRIVER-WAIT-EXIT-CODE",
+        "WaitTask returns once the task exits",
+        &rpc.summary(),
+        &[&rpc],
+    ))
+}
+
+#[when("the harness waits for the task again")]
+async fn waits_again(w: &mut DriverWorld) -> StepResult {
+    let rpc = wait_fresh(w, 0, Duration::from_secs(2)).await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness waits for the task twice at the same time")]
+async fn waits_twice(w: &mut DriverWorld) -> StepResult {
+    let id = w.task(0)?.id.clone();
+    let c = w.client()?;
+    let d = wait_budget(w);
+    let ((a, _), (b, _)) = futures::join!(c.wait_task(&id, d), c.wait_task(&id, d));
+    w.record(&a);
+    w.record(&b);
+    w.last = vec![a, b];
+    Ok(())
+}
+
+/// Every WaitTask of the latest step returned `code` (one is made if the step made none).
+async fn waits_returned(w: &mut DriverWorld, code: i64, at_once: bool) -> StepResult {
+    if !w.last.iter().any(|c| c.method == "WaitTask") {
+        let rpc = wait(w, 0, wait_budget(w)).await?;
+        w.last = vec![rpc];
+    }
+    let calls: Vec<&DriverRpc> = w.last.iter().filter(|c| c.method == "WaitTask").collect();
+    for rpc in &calls {
+        let got = exit_of(rpc);
+        let fast = !at_once || rpc.duration <= Duration::from_secs(1);
+        if !(rpc.ok() && got.map(|g| g.0) == Some(code) && fast) {
+            let seen = match got {
+                Some((c, s)) if rpc.ok() => format!(
+                    "exit_code {c}, signal {s}{}",
+                    if fast {
+                        String::new()
+                    } else {
+                        format!(" after {}", crate::fmt_duration(rpc.duration))
+                    }
+                ),
+                _ => rpc.summary(),
+            };
+            return Err(w.fail(
+                &format!(
+                    "WaitTask returns exit code {code}{}",
+                    if at_once {
+                        " at once (the task had already exited)"
+                    } else {
+                        ""
+                    }
+                ),
+                &seen,
+                &calls,
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[then(expr = "WaitTask returns exit code {int}")]
+async fn returns_code(w: &mut DriverWorld, code: i64) -> StepResult {
+    waits_returned(w, code, false).await
+}
+
+#[then(expr = "WaitTask returns exit code {int} at once")]
+async fn returns_code_at_once(w: &mut DriverWorld, code: i64) -> StepResult {
+    waits_returned(w, code, true).await
+}
+
+#[then(expr = "both WaitTask calls return exit code {int}")]
+async fn both_return(w: &mut DriverWorld, code: i64) -> StepResult {
+    waits_returned(w, code, false).await
+}
+
+#[when(
+    regex = r"^the harness stops the (?:first )?task with (SIG[A-Z0-9]+) and a (\d+) s timeout$"
+)]
+async fn stops(w: &mut DriverWorld, signal: String, secs: u64) -> StepResult {
+    let rpc = stop(w, 0, &signal, Duration::from_secs(secs)).await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the task exits with its own code for SIGTERM")]
+async fn own_code_term(w: &mut DriverWorld) -> StepResult {
+    own_code(w, TRAP_TERM_CODE, "SIGTERM").await
+}
+
+pub(super) async fn own_code(w: &mut DriverWorld, code: i32, signal: &str) -> StepResult {
+    let prior: Vec<DriverRpc> = w.last.clone();
+    let rpc = wait(w, 0, wait_budget(w)).await?;
+    let got = exit_of(&rpc);
+    if rpc.ok() && got.map(|g| g.0) == Some(code as i64) {
+        return Ok(());
+    }
+    let mut calls: Vec<&DriverRpc> = prior.iter().collect();
+    calls.push(&rpc);
+    Err(w.fail(
+        &format!(
+            "the task gets {signal} and exits with the code it chose for it ({code}), not killed outright"
+        ),
+        &match got {
+            Some((c, s)) => format!("exit_code {c}, signal {s}"),
+            None => rpc.summary(),
+        },
+        &calls,
+    ))
+}
+
+#[then("StopTask returns within the timeout plus a margin")]
+async fn stop_in_time(w: &mut DriverWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    let took = w.stop_took.unwrap_or_default();
+    let limit = Duration::from_secs(1) + w.driver_profile().stop_margin;
+    if rpc.ok() && took <= limit {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!(
+            "StopTask succeeds within its 1 s timeout plus {} (it kills a task that ignores the signal)",
+            crate::fmt_duration(w.driver_profile().stop_margin)
+        ),
+        &format!("{} after {}", rpc.outcome(), crate::fmt_duration(took)),
+        &[rpc],
+    ))
+}
+
+#[when("the harness destroys the task with force")]
+async fn destroys(w: &mut DriverWorld) -> StepResult {
+    let id = w.task(0)?.id.clone();
+    let (rpc, _) = w
+        .client()?
+        .destroy_task(&id, true, w.config().timings.rpc)
+        .await;
+    w.record(&rpc);
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness inspects the task")]
+async fn inspects(w: &mut DriverWorld) -> StepResult {
+    let id = w.task(0)?.id.clone();
+    let (rpc, _) = w.client()?.inspect_task(&id, w.config().timings.rpc).await;
+    w.record(&rpc);
+    w.last.push(rpc);
+    Ok(())
+}
+
+/// Whether a call failed the way a missing task fails (Go drivers: UNKNOWN "task not found
+/// for given id"; NOT_FOUND is accepted too).
+pub(super) fn task_not_found(rpc: &DriverRpc) -> bool {
+    rpc.code == Code::NotFound
+        || (rpc.code == Code::Unknown && rpc.message.to_lowercase().contains("not found"))
+}
+
+#[then("the call fails with task not found")]
+async fn fails_not_found(w: &mut DriverWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    if task_not_found(rpc) {
+        if rpc.code == Code::NotFound {
+            crate::recorder::lock(&w.ctx().case)
+                .notes
+                .push("the plugin answered NOT_FOUND (Go drivers answer UNKNOWN \"task not found for given id\"; both are accepted)".into());
+        }
+        return Ok(());
+    }
+    let calls: Vec<&DriverRpc> = w.last.iter().collect();
+    Err(w.fail(
+        "after DestroyTask the task is unknown: UNKNOWN \"task not found for given id\" (or NOT_FOUND)",
+        &rpc.summary(),
+        &calls,
+    ))
+}
+
+#[then("the status has started_at, completed_at and state running")]
+async fn status_ok(w: &mut DriverWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    let task = rpc.response.as_ref().and_then(|r| r.get("task"));
+    let mut problems = Vec::new();
+    match task {
+        None => problems.push("no task status in the answer".to_string()),
+        Some(t) => {
+            for f in ["started_at", "completed_at"] {
+                if t.get(f).is_none_or(|v| v.is_null()) {
+                    problems.push(format!("{f} is missing (Nomad fails on a nil timestamp)"));
+                }
+            }
+            let state = t.get("state").and_then(|s| s.as_i64()).unwrap_or(0);
+            if state != drivers::TaskState::Running as i64 {
+                problems.push(format!("state is {state}, not RUNNING"));
+            }
+        }
+    }
+    if rpc.ok() && problems.is_empty() {
+        return Ok(());
+    }
+    if !rpc.ok() {
+        problems.push(rpc.summary());
+    }
+    Err(w.fail(
+        "InspectTask of a running task: started_at and completed_at both set (completed_at the zero time while it runs), state RUNNING",
+        &problems.join("; "),
+        &[rpc],
+    ))
+}
+
+#[when("the harness waits, inspects, stops and destroys a task that does not exist")]
+async fn unknown_calls(w: &mut DriverWorld) -> StepResult {
+    let c = w.client()?;
+    let id = format!("no-such-alloc/task/{}", w.ctx().token);
+    let d = w.config().timings.rpc;
+    let (a, _) = c.wait_task(&id, d).await;
+    let (b, _) = c.inspect_task(&id, d).await;
+    let req = drivers::StopTaskRequest {
+        task_id: id.clone(),
+        timeout: duration(Duration::from_secs(1)),
+        signal: "SIGTERM".into(),
+    };
+    let (s, _) = c.stop_task(req, d).await;
+    let (x, _) = c.destroy_task(&id, true, d).await;
+    for r in [&a, &b, &s, &x] {
+        w.record(r);
+    }
+    w.last = vec![a, b, s, x];
+    Ok(())
+}
+
+#[then("every call fails within its deadline")]
+async fn all_fail(w: &mut DriverWorld) -> StepResult {
+    let bad: Vec<&DriverRpc> = w.last.iter().filter(|c| c.ok() || c.timed_out).collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(w.fail(
+        "WaitTask, InspectTask, StopTask and DestroyTask of an unknown task each come back with an error, none hangs",
+        &bad.iter().map(|c| format!("{}: {}", c.method, c.outcome())).collect::<Vec<_>>().join("; "),
+        &bad,
+    ))
+}
+
+#[then("the second task is still running")]
+async fn second_running(w: &mut DriverWorld) -> StepResult {
+    let id = w.task(1)?.id.clone();
+    let (rpc, _) = w.client()?.inspect_task(&id, w.config().timings.rpc).await;
+    w.record(&rpc);
+    let running = rpc
+        .response
+        .as_ref()
+        .and_then(|r| r.pointer("/task/state"))
+        .and_then(|s| s.as_i64())
+        == Some(drivers::TaskState::Running as i64);
+    let alive = !marked_processes(&w.task(1)?.marker).is_empty();
+    if rpc.ok() && running && alive {
+        return Ok(());
+    }
+    let mut calls: Vec<&DriverRpc> = w.last.iter().collect();
+    calls.push(&rpc);
+    Err(w.fail(
+        "stopping one task leaves the other running",
+        &format!(
+            "the second task: {}; its processes are {}",
+            rpc.outcome(),
+            if alive { "running" } else { "gone" }
+        ),
+        &calls,
+    ))
+}

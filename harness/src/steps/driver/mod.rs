@@ -1,0 +1,511 @@
+//! Step definitions of the task driver suite, and the World they share.
+//!
+//! Each clause loads its own plugin instance as the Nomad client does (launch, connect,
+//! SetConfig with Nomad's settings, Init) and starts tasks the way the client builds them
+//! (plugins::driver::taskconfig). Every call is recorded; everything a clause starts (plugin
+//! processes, tasks) is registered in its ledger and undone when it ends: tasks destroyed with
+//! force, the plugin shut down as Nomad does, and any process still carrying a task's marker
+//! killed and reported as leaked.
+
+mod base;
+mod cleanup;
+mod exec;
+mod fingerprint;
+mod launch;
+mod lifecycle;
+mod observation;
+mod robustness;
+mod survival;
+mod waiter;
+
+use std::sync::Arc;
+
+use nomad_conform_reports::model::OpEvent;
+
+use crate::kinds::driver::DriverConfig;
+use crate::kinds::driver::tasks::Placeholders;
+use crate::plugins::driver as pd;
+use crate::plugins::driver::taskconfig::{self, AllocDir, LogFifos, Placement};
+use crate::plugins::driver::{
+    Client, DriverRpc, LaunchError, LaunchSpec, PluginProcess, assess_plugin_info, connect,
+    drivers, nomad_config,
+};
+use crate::recorder::Hint;
+use crate::world::{ScenarioCtx, SuiteWorld};
+
+pub use cleanup::Instances;
+
+/// The outcome of a step: `Err` carries the whole failure message.
+pub type StepResult = Result<(), String>;
+
+/// A running plugin instance and the connection the harness (playing Nomad) holds to it.
+#[derive(Debug)]
+pub struct Instance {
+    pub process: Arc<PluginProcess>,
+    pub client: Client,
+}
+
+/// A task the clause started (or tried to).
+#[derive(Clone, Debug)]
+pub struct Task {
+    pub shape: String,
+    pub id: String,
+    pub name: String,
+    pub config: drivers::TaskConfig,
+    pub handle: Option<drivers::TaskHandle>,
+    pub dir: AllocDir,
+    pub fifos: LogFifos,
+    /// The value of NOMAD_CONFORM_TASK in its environment.
+    pub marker: String,
+    pub placeholders: Placeholders,
+    /// Nomad's WaitTask, made as soon as StartTask (or RecoverTask) succeeded.
+    pub waiter: Option<waiter::Waiter>,
+}
+
+#[derive(Debug, Default, cucumber::World)]
+pub struct DriverWorld {
+    ctx: Option<ScenarioCtx<DriverConfig>>,
+    /// Every plugin instance the clause started, the current one last; shared with cleanup.
+    instances: Instances,
+    tasks: Vec<Task>,
+    /// Calls of the latest When step.
+    last: Vec<DriverRpc>,
+    /// What the latest launch gave (the launch clauses look at it).
+    launched: Option<Result<(), LaunchFailureKind>>,
+    /// The handshake of a launch the harness could not connect to.
+    handshake_only: Option<crate::plugins::driver::Handshake>,
+    /// Other state the When steps leave for Then steps.
+    notes: Vec<String>,
+    fingerprint: Option<Arc<crate::plugins::driver::StreamHandle<drivers::FingerprintResponse>>>,
+    events: Option<Arc<crate::plugins::driver::StreamHandle<drivers::DriverTaskEvent>>>,
+    stats: Option<Arc<crate::plugins::driver::StreamHandle<drivers::TaskStatsResponse>>>,
+    exec: Option<exec::ExecResult>,
+    stop_took: Option<std::time::Duration>,
+    generated: Option<Result<u32, String>>,
+}
+
+/// How a launch failed, kept for the launch clauses.
+#[derive(Debug)]
+pub struct LaunchFailureKind {
+    pub error: String,
+    pub root: &'static str,
+    pub unrecognized_line: Option<String>,
+}
+
+impl SuiteWorld for DriverWorld {
+    type Config = DriverConfig;
+
+    fn attach(&mut self, ctx: ScenarioCtx<DriverConfig>) {
+        ctx.ledger.track(self.instances.cleanup(
+            ctx.run.config.timings,
+            ctx.run.profile.driver.rpc_deadline,
+            ctx.case.clone(),
+        ));
+        self.ctx = Some(ctx);
+    }
+
+    fn scenario(&self) -> Option<&ScenarioCtx<DriverConfig>> {
+        self.ctx.as_ref()
+    }
+}
+
+/// The clause whose check a launch failure breaks (the root of a blocked clause).
+pub fn launch_root(e: &LaunchError) -> &'static str {
+    match e {
+        LaunchError::NoHandshake { .. } => "DRIVER-LAUNCH-DEADLINE",
+        LaunchError::Unrecognized { line, .. } if looks_like_handshake(line) => {
+            "DRIVER-LAUNCH-HANDSHAKE-FORMAT"
+        }
+        _ => "DRIVER-LAUNCH-FIRST-LINE",
+    }
+}
+
+/// A line that starts like a handshake: an integer, then a `|`.
+pub fn looks_like_handshake(line: &str) -> bool {
+    line.trim()
+        .split_once('|')
+        .is_some_and(|(first, _)| first.trim().parse::<i64>().is_ok())
+}
+
+/// The clause that judges a handshake rule.
+pub fn violation_root(rule: &str) -> &'static str {
+    match rule {
+        "core_version" | "core_not_an_integer" => "DRIVER-LAUNCH-CORE-PROTOCOL",
+        "app_version_not_offered" | "app_not_an_integer" => "DRIVER-LAUNCH-APP-PROTOCOL",
+        "unknown_network" | "address_does_not_resolve" => "DRIVER-LAUNCH-ADDRESS",
+        "protocol_not_grpc" => "DRIVER-LAUNCH-PROTOCOL-GRPC",
+        _ => "DRIVER-LAUNCH-HANDSHAKE-FORMAT",
+    }
+}
+
+impl DriverWorld {
+    pub fn ctx(&self) -> &ScenarioCtx<DriverConfig> {
+        self.ctx
+            .as_ref()
+            .expect("the before hook attaches a scenario context")
+    }
+
+    pub fn config(&self) -> &DriverConfig {
+        &self.ctx().run.config
+    }
+
+    pub fn spec(&self) -> &LaunchSpec {
+        &self.config().launch
+    }
+
+    pub fn driver_profile(&self) -> &crate::profile::DriverProfile {
+        &self.ctx().run.profile.driver
+    }
+
+    /// Record a call in the case.
+    pub fn record(&self, rpc: &DriverRpc) {
+        let ctx = self.ctx();
+        ctx.record(rpc.event(ctx.offset_ms(rpc.started), Some(self.spec())));
+    }
+
+    pub fn record_event(&self, ev: OpEvent) {
+        self.ctx().record(ev);
+    }
+
+    pub fn offset_now(&self) -> u64 {
+        self.ctx().offset_ms(std::time::Instant::now())
+    }
+
+    /// What the clause requires, what was seen, how to reproduce. A call that got no answer
+    /// before its deadline makes the verdict TimedOut.
+    pub fn fail(&self, expected: &str, seen: &str, calls: &[&DriverRpc]) -> String {
+        if calls.iter().any(|c| c.timed_out) {
+            self.ctx().hint(Hint::TimedOut);
+        }
+        let mut repro: Vec<String> = Vec::new();
+        if calls.is_empty() {
+            repro.push(self.spec().command_line());
+        }
+        repro.extend(calls.iter().map(|c| c.reproduce(self.spec())));
+        crate::steps::failure_text(expected, seen, &repro)
+    }
+
+    /// A call this clause needs (not the one it judges) failed: Blocked by `root`.
+    pub fn precondition(
+        &self,
+        root: &str,
+        expected: &str,
+        seen: &str,
+        calls: &[&DriverRpc],
+    ) -> String {
+        let text = self.fail(&format!("precondition: {expected}"), seen, calls);
+        self.ctx().blocked(root, text)
+    }
+
+    /// The current plugin instance, or a harness error if the steps never started one.
+    pub fn instance(&self) -> Result<Arc<Instance>, String> {
+        self.instances
+            .current()
+            .ok_or_else(|| self.ctx().harness_error("no plugin instance was started"))
+    }
+
+    pub fn client(&self) -> Result<Client, String> {
+        Ok(self.instance()?.client.clone())
+    }
+
+    /// The launch spec of this clause's plugins: the run's, with the clause's own socket
+    /// directory (short: unix socket paths are limited).
+    fn clause_spec(&self) -> LaunchSpec {
+        self.spec().clone()
+    }
+
+    /// Launch the plugin and connect to it; a failure blocks the clause on the launch clause
+    /// that judges it.
+    pub async fn launch_and_connect(&mut self) -> Result<Arc<Instance>, String> {
+        let spec = self.clause_spec();
+        let process = match pd::launch(&spec).await {
+            Ok(p) => p,
+            Err(e) => {
+                let root = launch_root(&e);
+                return Err(self.precondition(
+                    root,
+                    "the plugin launches as Nomad launches it",
+                    &e.to_string(),
+                    &[],
+                ));
+            }
+        };
+        if let Some(v) = process.handshake.violations.first() {
+            let seen = format!("{v} (handshake line {:?})", process.handshake.line);
+            let root = violation_root(v.rule());
+            process.kill_now().await;
+            return Err(self.precondition(root, "a handshake Nomad accepts", &seen, &[]));
+        }
+        let timings = self.config().timings;
+        let client = match connect(&process.handshake, timings.connect).await {
+            Ok(c) => c,
+            Err(e) => {
+                let seen = format!("{e}\nstderr:\n{}", process.stderr_tail());
+                process.kill_now().await;
+                return Err(self.precondition(
+                    "DRIVER-LAUNCH-ADDRESS",
+                    "the harness connects to the plugin",
+                    &seen,
+                    &[],
+                ));
+            }
+        };
+        let inst = Arc::new(Instance {
+            process: Arc::new(process),
+            client,
+        });
+        self.instances.push(inst.clone());
+        Ok(inst)
+    }
+
+    /// The plugin configuration bytes as Nomad sends them, or why there are none (Blocked on
+    /// the clause that explains it).
+    pub fn config_bytes(&self, empty: bool) -> Result<Vec<u8>, String> {
+        let cfg = if empty {
+            &self.config().empty_config
+        } else {
+            &self.config().config
+        };
+        match cfg {
+            Ok(c) => Ok(c.cty.clone()),
+            Err(e) => {
+                let root = match &self.config().probe.info {
+                    Some(info) if assess_plugin_info(info).stop.is_some() => {
+                        "DRIVER-BASE-PLUGIN-INFO"
+                    }
+                    None => "DRIVER-LAUNCH-FIRST-LINE",
+                    Some(_) => "DRIVER-BASE-CONFIG-SCHEMA",
+                };
+                Err(self.precondition(
+                    root,
+                    "the plugin configuration can be encoded against the plugin's ConfigSchema",
+                    e,
+                    &[],
+                ))
+            }
+        }
+    }
+
+    /// Nomad's long-lived instance: launch, connect, SetConfig (with nomad_config), Init.
+    /// Returns the calls; a failure blocks the clause.
+    pub async fn start_instance(&mut self, empty_config: bool) -> Result<Vec<DriverRpc>, String> {
+        let msgpack_config = self.config_bytes(empty_config)?;
+        let inst = self.launch_and_connect().await?;
+        let rpc_deadline = self.config().timings.rpc;
+        let req = pd::base::SetConfigRequest {
+            msgpack_config,
+            nomad_config: Some(nomad_config()),
+            plugin_api_version: self.config().probe.api_version.clone(),
+        };
+        let (set, _) = inst.client.set_config(req, rpc_deadline).await;
+        self.record(&set);
+        if !set.ok() {
+            return Err(self.precondition(
+                "DRIVER-BASE-SET-CONFIG",
+                "SetConfig accepts the configuration",
+                &set.summary(),
+                &[&set],
+            ));
+        }
+        let (init, _) = inst.client.init(rpc_deadline).await;
+        self.record(&init);
+        if !init.ok() && init.code != tonic::Code::Unimplemented {
+            return Err(self.precondition(
+                "DRIVER-BASE-INIT",
+                "Init succeeds or is UNIMPLEMENTED",
+                &init.summary(),
+                &[&init],
+            ));
+        }
+        self.capabilities_known()?;
+        Ok(vec![set, init])
+    }
+
+    /// A clause that needs a capability (`@requires-exec`, `@requires-send-signals`) runs only
+    /// when the run's Capabilities call answered; when it did not, the clause is blocked on the
+    /// capabilities clause (Nomad refuses to start tasks on such a driver).
+    fn capabilities_known(&self) -> Result<(), String> {
+        let needs = self
+            .ctx()
+            .clause
+            .tags
+            .iter()
+            .any(|t| t.starts_with("requires-"));
+        let probe = &self.config().probe;
+        if !needs || probe.caps.is_some() {
+            return Ok(());
+        }
+        Err(self.precondition(
+            "DRIVER-CAPABILITIES",
+            "Capabilities answers, saying whether the driver offers what this clause needs",
+            &probe.failures.join("; "),
+            &[],
+        ))
+    }
+
+    /// The harness finds a task's processes by the NOMAD_CONFORM_TASK variable it put in the
+    /// task's environment. A clause that judges processes needs to see at least one of a task
+    /// it just started; when it sees none (within 2 s), it is blocked on DRIVER-TASK-ENV: the
+    /// environment did not reach the task, or the task runs where this host's /proc cannot
+    /// see it.
+    pub async fn require_visible(&self, i: usize) -> StepResult {
+        let marker = self.task(i)?.marker.clone();
+        for _ in 0..40 {
+            if !taskconfig::marked_processes(&marker).is_empty() {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        Err(self.precondition(
+            "DRIVER-TASK-ENV",
+            "the harness sees the task's processes: a process on this host whose environment carries the TaskConfig.env it gave",
+            &format!("no process carries NOMAD_CONFORM_TASK={marker} 2 s after StartTask succeeded"),
+            &[],
+        ))
+    }
+
+    /// A new task of `shape` (TaskConfig as the client builds it); its StartTask call.
+    pub async fn start_task(&mut self, shape: &str, code: i32) -> Result<DriverRpc, String> {
+        let n = self.tasks.len();
+        let token = self.ctx().token.clone();
+        let placeholders = Placeholders {
+            code,
+            stdout: format!("nomad-conform-stdout-{token}-{n}"),
+            stderr: format!("nomad-conform-stderr-{token}-{n}"),
+            file: format!("nomad-conform-{token}-{n}.txt"),
+        };
+        let msgpack = self.task_msgpack(shape, &placeholders)?;
+        self.start_task_with(shape, placeholders, msgpack).await
+    }
+
+    /// The encoded task configuration of `shape`.
+    pub fn task_msgpack(&self, shape: &str, p: &Placeholders) -> Result<Vec<u8>, String> {
+        let spec = match &self.config().probe.task_schema {
+            Ok(s) => s,
+            Err(e) => {
+                return Err(self.precondition(
+                    "DRIVER-TASK-CONFIG-SCHEMA",
+                    "the driver's TaskConfigSchema converts",
+                    e,
+                    &[],
+                ));
+            }
+        };
+        match self.config().shapes.render(shape, p, spec) {
+            Ok(Some((value, _))) => Ok(nomad_conform_hclspec::encode_cty(&value)),
+            Ok(None) => Err(self.ctx().skip(format!(
+                "the run has no task configuration for the {shape} shape"
+            ))),
+            Err(e) => Err(self.ctx().harness_error(e)),
+        }
+    }
+
+    /// StartTask of a task with the given configuration bytes.
+    pub async fn start_task_with(
+        &mut self,
+        shape: &str,
+        placeholders: Placeholders,
+        msgpack: Vec<u8>,
+    ) -> Result<DriverRpc, String> {
+        let inst = self.instance()?;
+        let n = self.tasks.len();
+        let alloc_id = self.new_uuid();
+        let name = format!("task{n}");
+        let task_id = {
+            let ctx = self.ctx.as_mut().expect("attached");
+            taskconfig::task_id(&alloc_id, &name, &mut ctx.rng)
+        };
+        let base = self.ctx().scratch.join("a");
+        let dir = AllocDir::build(&base, &alloc_id, &name).map_err(|e| {
+            self.ctx()
+                .harness_error(format!("failed to build the alloc dir: {e}"))
+        })?;
+        let fifos = LogFifos::create(&dir.logs_dir(), &name, 64 * 1024).map_err(|e| {
+            self.ctx()
+                .harness_error(format!("failed to make the log FIFOs: {e}"))
+        })?;
+        let marker = format!("{}/{}/{n}", self.ctx().run.run_id, self.ctx().token);
+        let placement = Placement {
+            alloc_id: alloc_id.clone(),
+            job_id: "nomad-conform".into(),
+            job_name: "nomad-conform".into(),
+            group: "group".into(),
+            task: name.clone(),
+            namespace: "default".into(),
+            node_id: self.node_id(),
+            node_name: "nomad-conform-node".into(),
+        };
+        let mut env = taskconfig::task_env(&placement, &dir, &marker);
+        if shape == "generated" {
+            // Generated configurations may name any command: give them no search path.
+            env.remove("PATH");
+        }
+        let config = taskconfig::task_config(&task_id, &placement, &dir, &fifos, env, msgpack);
+        self.instances.track_task(&task_id, &marker);
+        let (rpc, resp) = inst
+            .client
+            .start_task(config.clone(), self.config().timings.rpc)
+            .await;
+        self.record(&rpc);
+        let waiter = rpc
+            .ok()
+            .then(|| waiter::Waiter::start(inst.client.clone(), task_id.clone()));
+        self.tasks.push(Task {
+            shape: shape.to_string(),
+            id: task_id,
+            name,
+            config,
+            handle: resp.and_then(|r| r.handle),
+            dir,
+            fifos,
+            marker,
+            placeholders,
+            waiter,
+        });
+        Ok(rpc)
+    }
+
+    /// Start a task as a precondition: anything but success blocks the clause.
+    pub async fn must_start_task(&mut self, shape: &str, code: i32) -> StepResult {
+        let rpc = self.start_task(shape, code).await?;
+        if rpc.ok() {
+            return Ok(());
+        }
+        Err(self.precondition(
+            "DRIVER-START-HANDLE",
+            &format!("StartTask of the {shape} task succeeds"),
+            &rpc.summary(),
+            &[&rpc],
+        ))
+    }
+
+    pub fn task(&self, i: usize) -> Result<&Task, String> {
+        self.tasks.get(i).ok_or_else(|| {
+            self.ctx()
+                .harness_error(format!("the clause has no task #{}", i + 1))
+        })
+    }
+
+    fn new_uuid(&mut self) -> String {
+        use rand::RngExt as _;
+        let bytes: [u8; 16] = self.ctx.as_mut().expect("attached").rng.random();
+        uuid::Builder::from_random_bytes(bytes)
+            .into_uuid()
+            .to_string()
+    }
+
+    fn node_id(&self) -> String {
+        let h = crate::world::stable_hash(&self.ctx().run.run_id);
+        let bytes = [h.to_le_bytes(), h.rotate_left(17).to_le_bytes()].concat();
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&bytes);
+        uuid::Builder::from_random_bytes(b).into_uuid().to_string()
+    }
+
+    pub fn last_call(&self) -> Result<&DriverRpc, String> {
+        self.last.last().ok_or_else(|| {
+            self.ctx()
+                .harness_error("no call was made before this step")
+        })
+    }
+}

@@ -1,0 +1,225 @@
+//! Steps of the observation feature: stats and events streams, the log FIFOs, and what the
+//! task sees.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cucumber::{given, then, when};
+
+use super::{DriverWorld, StepResult};
+use crate::plugins::driver::StreamEnd;
+
+const KEEP: usize = 256;
+
+#[when("the harness collects the task's stats for three intervals")]
+async fn stats_three(w: &mut DriverWorld) -> StepResult {
+    let id = w.task(0)?.id.clone();
+    let interval = w.driver_profile().stats_interval;
+    let h = w
+        .client()?
+        .task_stats(&id, interval, interval * 3, KEEP)
+        .await;
+    h.wait_for_count(3, interval * 4).await;
+    h.stop();
+    w.record_event(h.event(w.offset_now(), Some(w.spec()), 16));
+    w.stats = Some(Arc::new(h));
+    Ok(())
+}
+
+#[then("at least two stats messages arrived, with a timestamp and no negative usage")]
+async fn stats_ok(w: &mut DriverWorld) -> StepResult {
+    let h = w
+        .stats
+        .clone()
+        .ok_or_else(|| w.ctx().harness_error("no stats were collected"))?;
+    let msgs = h.messages();
+    let mut problems = Vec::new();
+    if msgs.len() < 2 {
+        problems.push(format!(
+            "{} message(s) in {} collection intervals; the stream: {:?}",
+            msgs.len(),
+            3,
+            h.end()
+        ));
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        let Some(s) = &m.message.stats else {
+            problems.push(format!("message {i} carries no stats"));
+            continue;
+        };
+        if s.timestamp.is_none() {
+            problems.push(format!("message {i} has no timestamp"));
+        }
+        if let Some(cpu) = s.agg_resource_usage.as_ref().and_then(|u| u.cpu.as_ref())
+            && (cpu.percent < 0.0 || cpu.total_ticks < 0.0 || cpu.user_mode < 0.0)
+        {
+            problems.push(format!("message {i} has negative CPU usage"));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(crate::steps::failure_text(
+        &format!(
+            "TaskStats messages at the requested interval ({}), each with a timestamp and no negative numbers",
+            crate::fmt_duration(w.driver_profile().stats_interval)
+        ),
+        &problems.join("; "),
+        &[w.spec().command_line()],
+    ))
+}
+
+#[when("the harness collects the task's stats until it exits")]
+async fn stats_until_exit(w: &mut DriverWorld) -> StepResult {
+    let id = w.task(0)?.id.clone();
+    let interval = w.driver_profile().stats_interval;
+    let h = w
+        .client()?
+        .task_stats(&id, interval, Duration::ZERO, KEEP)
+        .await;
+    // The exit shape ends after about a second; give the stream a moment after that.
+    let wait = super::lifecycle::wait(w, 0, super::lifecycle::wait_budget(w)).await?;
+    w.last = vec![wait];
+    let end = h.wait_end(interval * 3 + Duration::from_secs(2)).await;
+    if matches!(end, StreamEnd::Open) {
+        h.stop();
+    }
+    w.record_event(h.event(w.offset_now(), Some(w.spec()), 16));
+    w.notes = vec![format!("{end:?}")];
+    w.stats = Some(Arc::new(h));
+    Ok(())
+}
+
+#[then("the stats stream ends after the task exited")]
+async fn stats_ended(w: &mut DriverWorld) -> StepResult {
+    if w.notes.first().is_some_and(|e| !e.starts_with("Open")) {
+        return Ok(());
+    }
+    Err(crate::steps::failure_text(
+        "the TaskStats stream ends once its task has exited",
+        "it was still open a few collection intervals after the task's exit",
+        &[w.spec().command_line()],
+    ))
+}
+
+#[given("Nomad has opened the TaskEvents stream")]
+async fn events_open(w: &mut DriverWorld) -> StepResult {
+    let h = w.client()?.task_events(Duration::ZERO, KEEP).await;
+    w.events = Some(Arc::new(h));
+    Ok(())
+}
+
+#[then("every task event received carries the task's alloc_id and task_name")]
+async fn events_named(w: &mut DriverWorld) -> StepResult {
+    let h = w.events.clone().ok_or_else(|| {
+        w.ctx()
+            .harness_error("the TaskEvents stream was not opened")
+    })?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.stop();
+    w.record_event(h.event(w.offset_now(), Some(w.spec()), 32));
+    let task = w.task(0)?.clone();
+    let bad: Vec<String> = h
+        .messages()
+        .iter()
+        .map(|m| &m.message)
+        .filter(|e| e.task_id == task.id && (e.alloc_id.is_empty() || e.task_name.is_empty()))
+        .map(|e| {
+            format!(
+                "{:?} (alloc_id {:?}, task_name {:?})",
+                e.message, e.alloc_id, e.task_name
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(crate::steps::failure_text(
+        "events of the task carry alloc_id and task_name (Nomad routes events by them and drops the others)",
+        &bad.join("; "),
+        &[w.spec().command_line()],
+    ))
+}
+
+/// Wait up to 2 s for both FIFOs to show what the task printed.
+async fn fifo_texts(w: &DriverWorld) -> Result<(String, String), String> {
+    let t = w.task(0)?.clone();
+    for _ in 0..40 {
+        let (o, e) = (t.fifos.stdout_text(), t.fifos.stderr_text());
+        if o.contains(&t.placeholders.stdout) && e.contains(&t.placeholders.stderr) {
+            return Ok((o, e));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((t.fifos.stdout_text(), t.fifos.stderr_text()))
+}
+
+#[then("its stdout FIFO carried its stdout lines and its stderr FIFO its stderr lines")]
+async fn fifos_ok(w: &mut DriverWorld) -> StepResult {
+    let t = w.task(0)?.clone();
+    let (o, e) = fifo_texts(w).await?;
+    if o.contains(&t.placeholders.stdout) && e.contains(&t.placeholders.stderr) {
+        return Ok(());
+    }
+    Err(crate::steps::failure_text(
+        &format!(
+            "{:?} on the stdout FIFO ({}) and {:?} on the stderr FIFO ({})",
+            t.placeholders.stdout,
+            t.fifos.stdout_path.display(),
+            t.placeholders.stderr,
+            t.fifos.stderr_path.display()
+        ),
+        &format!("stdout FIFO: {o:?}\nstderr FIFO: {e:?}"),
+        &[w.spec().command_line()],
+    ))
+}
+
+#[then("the task saw the environment it was given")]
+async fn env_ok(w: &mut DriverWorld) -> StepResult {
+    let t = w.task(0)?.clone();
+    let (o, _) = fifo_texts(w).await?;
+    let want = format!("marker={}", t.marker);
+    if o.contains(&want) {
+        return Ok(());
+    }
+    if !o.contains(&t.placeholders.stdout) {
+        return Err(w.precondition(
+            "DRIVER-LOGS",
+            "the task's output reaches its stdout FIFO",
+            &format!("stdout FIFO: {o:?}"),
+            &[],
+        ));
+    }
+    Err(crate::steps::failure_text(
+        &format!(
+            "the task sees NOMAD_CONFORM_TASK={} from TaskConfig.env (it prints {want:?})",
+            t.marker
+        ),
+        &format!("it printed: {o:?}"),
+        &[w.spec().command_line()],
+    ))
+}
+
+#[then("the task wrote a file into each of its directories")]
+async fn dirs_ok(w: &mut DriverWorld) -> StepResult {
+    let t = w.task(0)?.clone();
+    let file = &t.placeholders.file;
+    let missing: Vec<String> = [t.dir.shared(), t.dir.task_dir(), t.dir.secrets_dir()]
+        .iter()
+        .map(|d| d.join(file))
+        .filter(|p| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim() != file)
+                .unwrap_or(true)
+        })
+        .map(|p| p.display().to_string())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(crate::steps::failure_text(
+        "the task wrote its file into $NOMAD_ALLOC_DIR, $NOMAD_TASK_DIR and $NOMAD_SECRETS_DIR, which are the allocation's directories on the host",
+        &format!("not there: {}", missing.join(", ")),
+        &[w.spec().command_line()],
+    ))
+}
