@@ -36,7 +36,7 @@ Feature: observation
     When the harness stops the task with SIGTERM and a 1 s timeout
     Then every task event received carries the task's alloc_id and task_name
 
-  @DRIVER-LOGS @must @shape-output
+  @DRIVER-LOGS @must @shape-output @requires-log-collection
   Scenario: the task's stdout and stderr reach the FIFOs Nomad gave it
     Unless the driver's capabilities disable log collection, Nomad's logmon reads the task's
     output from the stdout_path and stderr_path FIFOs.
@@ -50,7 +50,7 @@ Feature: observation
     When the task has exited
     Then its stdout FIFO carried its stdout lines and its stderr FIFO its stderr lines
 
-  @DRIVER-TASK-ENV @must @shape-output
+  @DRIVER-TASK-ENV @must @shape-output @requires-log-collection
   Scenario: the task sees the environment Nomad gave it
     Basis: Nomad client/taskenv/env.go builds the task's environment (NOMAD_* variables, the
     job's env block) and task_runner.go passes it in TaskConfig.env; a task without it cannot find

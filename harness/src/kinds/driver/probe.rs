@@ -181,6 +181,13 @@ pub fn skips(
         let reason = clause.tags.iter().find_map(|t| match t.as_str() {
             "requires-exec" => caps_reason("exec", |c| c.exec),
             "requires-send-signals" => caps_reason("send_signals", |c| c.send_signals),
+            "requires-log-collection" => probe
+                .caps
+                .as_ref()
+                .filter(|c| c.disable_log_collection)
+                .map(|_| {
+                    "the driver's Capabilities set disable_log_collection: Nomad reads no output from the task's FIFOs, and this clause reads the task's output there".to_string()
+                }),
             t => {
                 let shape = t.strip_prefix("shape-")?;
                 (SHAPES.contains(&shape) && !shapes.iter().any(|s| s == shape)).then(|| {
