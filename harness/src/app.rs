@@ -5,14 +5,16 @@ use clap::CommandFactory as _;
 use nomad_conform_reports::model::{RunRecord, Shard};
 
 use crate::cli::{
-    Cli, Command, CsiArgs, DhvArgs, DriverArgs, ListArgs, ListFormat, ReportArgs, ReportFiles,
-    SuiteArgs,
+    Cli, Command, CsiArgs, DhvArgs, DriverArgs, ListArgs, ListFormat, LockArgs, ReportArgs,
+    ReportFiles, SuiteArgs, VariablesArgs,
 };
 use crate::console::Output;
 use crate::error::{HarnessError, exit_code_for};
 use crate::kinds::csi::{self, CsiOptions};
 use crate::kinds::dhv::{self, DhvOptions};
 use crate::kinds::driver::{self, DriverOptions};
+use crate::kinds::lock::{self, LockOptions};
+use crate::kinds::variables::{self, VariablesOptions};
 use crate::run::SuiteOptions;
 
 /// Run the command; every error is reported here, so the caller only exits with the code.
@@ -25,6 +27,10 @@ pub fn run(cli: Cli) -> i32 {
         Command::Dhv(args) => runtime().and_then(|rt| rt.block_on(run_dhv(*args, output))),
         Command::Csi(args) => runtime().and_then(|rt| rt.block_on(run_csi(*args, output))),
         Command::Driver(args) => runtime().and_then(|rt| rt.block_on(run_driver(*args, output))),
+        Command::Lock(args) => runtime().and_then(|rt| rt.block_on(run_lock(*args, output))),
+        Command::Variables(args) => {
+            runtime().and_then(|rt| rt.block_on(run_variables(*args, output)))
+        }
         Command::List(args) => list(&args),
         Command::Report(args) => report(&args, output),
         Command::Probe(args) => Ok(crate::plugins::lock::probe::run(&args)),
@@ -133,6 +139,35 @@ async fn run_driver(args: DriverArgs, output: Output) -> Result<i32, HarnessErro
         task_command: args.task_command.clone(),
     };
     let record = driver::run(&common, &opts).await?;
+    finish(&record, &args.suite.reports, output)
+}
+
+async fn run_lock(args: LockArgs, output: Output) -> Result<i32, HarnessError> {
+    let common = suite_options(&args.suite, output)?;
+    let opts = LockOptions {
+        client: args.client.clone(),
+        sidecar: args.sidecar.clone(),
+        sentinel: args.sentinel.clone(),
+        path: args.path.clone(),
+        nomad_addr: args.nomad_addr.clone(),
+        token: args.token.clone(),
+        task_api: args.task_api,
+        kill_timeout: args.kill_timeout.clone(),
+        give_up: args.give_up.clone(),
+        stop_on_client_after: args.stop_on_client_after.clone(),
+        clients: args.clients,
+    };
+    let record = lock::run(&common, &opts).await?;
+    finish(&record, &args.suite.reports, output)
+}
+
+async fn run_variables(args: VariablesArgs, output: Output) -> Result<i32, HarnessError> {
+    let common = suite_options(&args.suite, output)?;
+    let opts = VariablesOptions {
+        nomad_addr: args.nomad_addr.clone(),
+        token: args.token.clone(),
+    };
+    let record = variables::run(&common, &opts).await?;
     finish(&record, &args.suite.reports, output)
 }
 

@@ -47,6 +47,11 @@ pub enum Command {
     Csi(Box<CsiArgs>),
     /// Test a task driver plugin binary the way the Nomad client loads and drives it.
     Driver(Box<DriverArgs>),
+    /// Test a singleton lock client (a shim or a sidecar holding a Nomad Variables lock).
+    Lock(Box<LockArgs>),
+    /// Check a Variables server (the reference one, or a real Nomad) against Nomad's
+    /// Variables, lock and ACL rules.
+    Variables(Box<VariablesArgs>),
     /// List the clauses of a suite: ID, level and title.
     List(ListArgs),
     /// Render reports again from saved run records, or merge the records of shards into one.
@@ -137,6 +142,83 @@ pub struct DriverArgs {
     /// a `/bin/sh -c` snippet.
     #[arg(long, value_name = "TEMPLATE", env = "NOMAD_CONFORM_TASK_COMMAND")]
     pub task_command: Option<String>,
+    #[command(flatten)]
+    pub suite: SuiteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// Shim pattern: the client's command line, run with /bin/sh -c as a task's command;
+    /// `{protected}` becomes the protected process, `{path}` the lock's variable path.
+    #[arg(
+        long,
+        value_name = "CMD",
+        env = "NOMAD_CONFORM_CLIENT",
+        required_unless_present = "sidecar",
+        conflicts_with = "sidecar"
+    )]
+    pub client: Option<String>,
+    /// Sidecar pattern: the leader task's command line (`{path}`, `{sentinel}`); the harness
+    /// starts the application once the sentinel file exists and stops it when the leader exits.
+    #[arg(long, value_name = "CMD", env = "NOMAD_CONFORM_SIDECAR")]
+    pub sidecar: Option<String>,
+    /// The sentinel file's name, in each client's own allocation directory (`{sentinel}` is
+    /// its full path).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "lock-held",
+        env = "NOMAD_CONFORM_SENTINEL"
+    )]
+    pub sentinel: String,
+    /// The variable path the lock lives at.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "nomad/jobs/conform/lock",
+        env = "NOMAD_CONFORM_PATH"
+    )]
+    pub path: String,
+    /// Run against a real Nomad agent at URL (the fault-injecting proxy sits in front of it)
+    /// instead of the reference Variables server; clauses that need to control the server
+    /// are skipped.
+    #[arg(long, value_name = "URL", env = "NOMAD_CONFORM_NOMAD_ADDR")]
+    pub nomad_addr: Option<String>,
+    /// The token for --nomad-addr (given to the clients as NOMAD_TOKEN).
+    #[arg(long, value_name = "TOKEN", env = "NOMAD_CONFORM_TOKEN")]
+    pub token: Option<String>,
+    /// Give clients the API as the Task API socket (NOMAD_UNIX_ADDR) instead of NOMAD_ADDR.
+    #[arg(long, env = "NOMAD_CONFORM_TASK_API")]
+    pub task_api: bool,
+    /// Sidecar pattern: the application task's kill_timeout (default: the profile's).
+    #[arg(long, value_name = "DURATION", env = "NOMAD_CONFORM_KILL_TIMEOUT")]
+    pub kill_timeout: Option<String>,
+    /// How long the client waits for the lock before it gives up, as it is configured;
+    /// without it LOCK-GIVES-UP is skipped.
+    #[arg(long, value_name = "DURATION", env = "NOMAD_CONFORM_GIVE_UP")]
+    pub give_up: Option<String>,
+    /// The group's disconnect.stop_on_client_after, for the timing advice.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "NOMAD_CONFORM_STOP_ON_CLIENT_AFTER"
+    )]
+    pub stop_on_client_after: Option<String>,
+    /// Clients in the singleton campaign (default: the profile's).
+    #[arg(long, value_name = "N", env = "NOMAD_CONFORM_CLIENTS")]
+    pub clients: Option<usize>,
+    #[command(flatten)]
+    pub suite: SuiteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct VariablesArgs {
+    /// Check a real Nomad agent at URL instead of the reference Variables server.
+    #[arg(long, value_name = "URL", env = "NOMAD_CONFORM_NOMAD_ADDR")]
+    pub nomad_addr: Option<String>,
+    /// A management token for --nomad-addr (the ACL scenarios create policies and tokens).
+    #[arg(long, value_name = "TOKEN", env = "NOMAD_CONFORM_TOKEN")]
+    pub token: Option<String>,
     #[command(flatten)]
     pub suite: SuiteArgs,
 }
@@ -290,8 +372,8 @@ pub enum ListFormat {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// The suite: dhv, csi or driver.
-    #[arg(value_parser = ["dhv", "csi", "driver"])]
+    /// The suite: dhv, csi, driver, lock or variables.
+    #[arg(value_parser = ["dhv", "csi", "driver", "lock", "variables"])]
     pub kind: String,
     /// List the feature files in DIR instead of the built-in specs.
     #[arg(long, value_name = "DIR")]

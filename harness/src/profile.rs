@@ -35,7 +35,63 @@ pub struct Profile {
     pub dhv: DhvProfile,
     pub csi: CsiProfile,
     pub driver: DriverProfile,
+    pub lock: LockProfile,
     pub harness: HarnessProfile,
+}
+
+/// The lock suite's numbers: which reference server (Nomad's TTL bounds, or scaled down), and
+/// how long the harness waits for and tolerates what a lock client does.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockProfile {
+    /// The reference Variables server's numbers: `nomad` (TTL 10s..24h, default 15s), or
+    /// `fast` (all divided by 10: TTL from 1s).
+    pub server: String,
+    /// The application task's kill_timeout in the sidecar pattern (Nomad's default: 5 s).
+    #[serde(with = "humantime_serde")]
+    pub kill_timeout: Duration,
+    /// How long a client may take to acquire a free lock and start the protected process.
+    #[serde(with = "humantime_serde")]
+    pub start_within: Duration,
+    /// How long another holder keeps the lock while a client waits for it.
+    #[serde(with = "humantime_serde")]
+    pub hold_for: Duration,
+    /// Most acquire requests per second a waiting client may send ("retry with backoff").
+    pub max_acquire_rate: f64,
+    /// How long the protected process may still run after a renew conflict (or, in the
+    /// sidecar pattern, the leader may take to exit).
+    #[serde(with = "humantime_serde")]
+    pub stop_within: Duration,
+    /// How far past the TTL, counted from the last renew the server accepted, the protected
+    /// process may still run when renews fail.
+    #[serde(with = "humantime_serde")]
+    pub lapse_tolerance: Duration,
+    /// How long a client refused with 403 may take to exit.
+    #[serde(with = "humantime_serde")]
+    pub refusal_within: Duration,
+    /// Most acquire attempts a client refused with 403 may make.
+    pub refusal_max_attempts: usize,
+    /// How long the singleton campaign runs, and with how many clients.
+    #[serde(with = "humantime_serde")]
+    pub campaign: Duration,
+    pub campaign_clients: usize,
+    /// Measurement slack: how much two protected processes may seem to overlap, or one may
+    /// seem to run past its lock, before it counts (probe timestamps are taken by the harness).
+    #[serde(with = "humantime_serde")]
+    pub overlap_tolerance: Duration,
+}
+
+impl LockProfile {
+    /// The reference server's profile by name.
+    pub fn server_profile(&self) -> Result<nomad_conform_variables::Profile, String> {
+        match self.server.as_str() {
+            "nomad" => Ok(nomad_conform_variables::Profile::nomad()),
+            "fast" => Ok(nomad_conform_variables::Profile::fast()),
+            other => Err(format!(
+                "profile [lock] server = {other:?}: expected \"nomad\" or \"fast\""
+            )),
+        }
+    }
 }
 
 /// How Nomad's client times a task driver plugin, and how long the harness waits for what it

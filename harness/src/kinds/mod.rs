@@ -3,3 +3,5 @@
 pub mod csi;
 pub mod dhv;
 pub mod driver;
+pub mod lock;
+pub mod variables;

@@ -2,6 +2,8 @@
 pub mod csi;
 pub mod dhv;
 pub mod driver;
+pub mod lock;
+pub mod variables;
 
 /// expected / seen / reproduce, with continuation lines indented.
 pub fn failure_text(expected: &str, seen: &str, reproduce: &[String]) -> String {

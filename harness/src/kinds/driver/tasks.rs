@@ -291,7 +291,11 @@ mod tests {
         assert!(Shapes::load(None, Some("command = \"x\"")).is_err());
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("t.hcl");
-        std::fs::write(&f, "shape \"sideways\" { config { command = \"x\" } }").unwrap();
+        std::fs::write(
+            &f,
+            "shape \"sideways\" {\n  config {\n    command = \"x\"\n  }\n}\n",
+        )
+        .unwrap();
         assert!(
             Shapes::load(Some(&f), None)
                 .unwrap_err()

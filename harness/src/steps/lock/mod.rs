@@ -1,0 +1,1 @@
+//! Step definitions of the singleton lock client suite.

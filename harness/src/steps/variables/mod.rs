@@ -1,0 +1,1 @@
+//! Step definitions of the Variables server suite.
