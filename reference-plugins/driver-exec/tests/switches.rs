@@ -244,14 +244,11 @@ async fn crashes_on_empty_args_kills_the_plugin() {
         .expect_err("the plugin died");
     let status = setup.plugin.wait_exit(5).expect("the plugin exited");
     assert!(!status.success());
+    // The exit can be seen before the reader thread has taken the last lines.
+    let stderr = setup.plugin.stderr_to_end(5);
     assert!(
-        setup
-            .plugin
-            .stderr_lines()
-            .iter()
-            .any(|l| l.starts_with("panic: ")),
-        "{:?}",
-        setup.plugin.stderr_lines()
+        stderr.iter().any(|l| l.starts_with("panic: ")),
+        "{stderr:?}"
     );
 }
 

@@ -333,6 +333,7 @@ pub struct PluginProcess {
     child: Child,
     pub handshake: String,
     stderr: Arc<Mutex<Vec<String>>>,
+    stderr_ended: Arc<std::sync::atomic::AtomicBool>,
     stdout_rest: Arc<Mutex<Vec<String>>>,
 }
 
@@ -375,7 +376,7 @@ impl PluginProcess {
                 rest.lock().unwrap().push(line);
             }
         });
-        let stderr = collect_lines(child.stderr.take().expect("stderr piped"));
+        let (stderr, stderr_ended) = collect_lines(child.stderr.take().expect("stderr piped"));
         let handshake = handshake
             .recv_timeout(HANDSHAKE_TIMEOUT)
             .unwrap_or_else(|_| {
@@ -389,6 +390,7 @@ impl PluginProcess {
             child,
             handshake: handshake.trim().to_string(),
             stderr,
+            stderr_ended,
             stdout_rest,
         }
     }
@@ -434,6 +436,18 @@ impl PluginProcess {
 
     pub fn stderr_lines(&self) -> Vec<String> {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// Every stderr line, once the stream has ended (the plugin and its children exited),
+    /// waiting up to `seconds` for that end.
+    pub fn stderr_to_end(&self, seconds: u64) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        while !self.stderr_ended.load(std::sync::atomic::Ordering::SeqCst)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.stderr_lines()
     }
 
     pub fn stdout_after_handshake(&self) -> Vec<String> {
@@ -483,15 +497,23 @@ impl Drop for PluginProcess {
     }
 }
 
-fn collect_lines(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+type Lines = Arc<Mutex<Vec<String>>>;
+
+/// Collects a stream's lines on a thread; the flag turns true at end of stream.
+fn collect_lines(
+    stream: impl std::io::Read + Send + 'static,
+) -> (Lines, Arc<std::sync::atomic::AtomicBool>) {
     let lines = Arc::new(Mutex::new(Vec::new()));
+    let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sink = Arc::clone(&lines);
+    let flag = Arc::clone(&ended);
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines().map_while(Result::ok) {
             sink.lock().unwrap().push(line);
         }
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
     });
-    lines
+    (lines, ended)
 }
 
 /// Everything a child wrote to stderr, once it has exited.
