@@ -7,6 +7,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// The lock suite's variable path when `--path` is not given.
+pub const DEFAULT_LOCK_PATH: &str = "nomad/jobs/conform/lock";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "nomad-conform",
@@ -175,7 +178,7 @@ pub struct LockArgs {
     #[arg(
         long,
         value_name = "PATH",
-        default_value = "nomad/jobs/conform/lock",
+        default_value = DEFAULT_LOCK_PATH,
         env = "NOMAD_CONFORM_PATH"
     )]
     pub path: String,

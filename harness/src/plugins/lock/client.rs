@@ -2,8 +2,10 @@
 //!
 //! Two shapes, after the singleton guide:
 //! - **Shim**: one task whose command wraps the protected process (`nomad var lock PATH CMD`).
-//!   The command line is run with `/bin/sh -c`; `{protected}` is replaced by the probe's
-//!   shell-quoted command line and `{path}` by the shell-quoted variable path. (A shim that
+//!   `{protected}` is replaced by the probe's shell-quoted command line and `{path}` by the
+//!   shell-quoted variable path; the line is then split into words and run directly, as Nomad
+//!   runs a task's `command` and `args` (a line that needs a shell runs under `/bin/sh -c`,
+//!   see [`task_argv`]). (A shim that
 //!   joins its arguments and hands them to a shell again, as `nomad var lock` does, needs
 //!   paths without spaces or quotes: keep the probe socket in a short plain temp path.)
 //! - **Sidecar**: a leader task that takes the lock and writes a sentinel file, and the
@@ -415,7 +417,7 @@ impl RunningClient {
                 let line = command
                     .replace("{protected}", &opts.protected_line())
                     .replace("{path}", &crate::plugins::dhv::quote(&opts.lock_path));
-                let argv = vec!["/bin/sh".to_string(), "-c".to_string(), line];
+                let argv = task_argv(&line);
                 let s = spawn_task(
                     "shim",
                     argv,
@@ -451,7 +453,7 @@ impl RunningClient {
                         ("sentinel", &sentinel.display().to_string()),
                     ],
                 );
-                let argv = vec!["/bin/sh".to_string(), "-c".to_string(), line];
+                let argv = task_argv(&line);
                 let s = spawn_task(
                     "sidecar",
                     argv,
@@ -627,6 +629,26 @@ impl Drop for RunningClient {
     }
 }
 
+/// The argv a task runs for a command line: split as a shell splits words, and run directly as
+/// Nomad runs a task's `command` and `args` (so the kill signal reaches the client itself); a
+/// line that needs a shell (operators, redirections, `$` expansions) runs under `/bin/sh -c`,
+/// and then the signal reaches the shell.
+pub fn task_argv(line: &str) -> Vec<String> {
+    const OPERATORS: [&str; 10] = [";", "&&", "||", "|", "&", ">", "<", ">>", "(", ")"];
+    let needs_shell = line.contains('$')
+        || line.contains('`')
+        || match shlex::split(line) {
+            Some(words) => {
+                words.is_empty() || words.iter().any(|w| OPERATORS.contains(&w.as_str()))
+            }
+            None => true,
+        };
+    if needs_shell {
+        return vec!["/bin/sh".to_string(), "-c".to_string(), line.to_string()];
+    }
+    shlex::split(line).unwrap_or_default()
+}
+
 /// Where the harness writes a sidecar's application PID.
 fn pidfile_for(sentinel: &Path) -> PathBuf {
     let mut name = sentinel
@@ -760,6 +782,24 @@ mod tests {
                 args: vec!["-c".into(), "sleep 5".into(), "stand-in".into()],
             },
         )
+    }
+
+    #[test]
+    fn simple_lines_run_directly_and_shell_lines_under_sh() {
+        assert_eq!(
+            task_argv("lock --path 'a b' -- probe --x"),
+            ["lock", "--path", "a b", "--", "probe", "--x"]
+        );
+        for line in [
+            "a; b",
+            "a && b",
+            "a | b",
+            "echo $HOME",
+            "a > f",
+            "'unclosed",
+        ] {
+            assert_eq!(task_argv(line), ["/bin/sh", "-c", line], "{line}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! [`checker`] holds pure functions over what was recorded (the server's lock history, the
 //! proxies' exchanges, the probes' intervals), and [`timeline`] draws it for the report.
 
+pub mod api;
 pub mod checker;
 pub mod client;
 pub mod exchange;

@@ -126,7 +126,7 @@ impl Upstream {
         }
     }
 
-    fn host_header(&self) -> String {
+    pub fn host_header(&self) -> String {
         match self {
             Upstream::Tcp(addr) => addr.to_string(),
             Upstream::Unix(_) => "localhost".to_string(),
@@ -855,26 +855,7 @@ async fn forward(
 ) -> Result<(StatusCode, HeaderMap, Bytes), String> {
     let upstream = &inner.config.upstream;
     let exchange = async {
-        let mut sender = match upstream {
-            Upstream::Tcp(addr) => {
-                let s = TcpStream::connect(addr)
-                    .await
-                    .map_err(|e| format!("failed to connect to {addr}: {e}"))?;
-                handshake(s).await?
-            }
-            Upstream::Http { authority } => {
-                let s = TcpStream::connect(authority.as_str())
-                    .await
-                    .map_err(|e| format!("failed to connect to {authority}: {e}"))?;
-                handshake(s).await?
-            }
-            Upstream::Unix(path) => {
-                let s = UnixStream::connect(path)
-                    .await
-                    .map_err(|e| format!("failed to connect to {}: {e}", path.display()))?;
-                handshake(s).await?
-            }
-        };
+        let mut sender = connect(upstream).await?;
         let target = parts
             .uri
             .path_and_query()
@@ -918,6 +899,32 @@ async fn forward(
             "no answer from the upstream within {}",
             crate::fmt_duration(inner.config.upstream_timeout)
         )),
+    }
+}
+
+/// A new HTTP/1 connection to `upstream`.
+pub async fn connect(
+    upstream: &Upstream,
+) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, String> {
+    match upstream {
+        Upstream::Tcp(addr) => {
+            let s = TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("failed to connect to {addr}: {e}"))?;
+            handshake(s).await
+        }
+        Upstream::Http { authority } => {
+            let s = TcpStream::connect(authority.as_str())
+                .await
+                .map_err(|e| format!("failed to connect to {authority}: {e}"))?;
+            handshake(s).await
+        }
+        Upstream::Unix(path) => {
+            let s = UnixStream::connect(path)
+                .await
+                .map_err(|e| format!("failed to connect to {}: {e}", path.display()))?;
+            handshake(s).await
+        }
     }
 }
 

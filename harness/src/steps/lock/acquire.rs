@@ -1,0 +1,406 @@
+//! The scene's set-up steps and the acquire clauses: start only after a successful acquire,
+//! never while another holds the lock, retry with backoff, give up, well-formed requests.
+
+use std::time::{Duration, Instant};
+
+use cucumber::{given, then, when};
+use nomad_conform_reports::model::ExitStatus;
+
+use super::scene::Scene;
+use super::{LockWorld, ROOT, StepResult, answered_at, fmt, lock_ops};
+use crate::plugins::lock::{Fault, Operation};
+
+/// The label of the (first) client under test.
+pub const CLIENT: &str = "client-1";
+
+/// Whether an exit reports a failure to Nomad.
+pub fn failed(s: &ExitStatus) -> bool {
+    !matches!(s, ExitStatus::Exited { code: 0 })
+}
+
+#[given("a Variables server")]
+async fn server(w: &mut LockWorld) -> StepResult {
+    let scene = Scene::build(w.ctx(), None).await?;
+    w.scene = Some(scene);
+    Ok(())
+}
+
+#[given(
+    regex = r#"^a Variables server with ACLs, where the client's token may write the lock in namespace "([a-z0-9-]+)"$"#
+)]
+async fn server_acl(w: &mut LockWorld, namespace: String) -> StepResult {
+    let scene = Scene::build(w.ctx(), Some(&namespace)).await?;
+    w.scene = Some(scene);
+    Ok(())
+}
+
+#[given("another holder has the lock")]
+async fn other_holds(w: &mut LockWorld) -> StepResult {
+    let run = w.ctx().run.clone();
+    let r = w.scene_mut()?.take_lock(&run.config).await;
+    r.map_err(|e| w.ctx().harness_error(e))
+}
+
+#[given(regex = r"^acquire answers are delayed by (\d+) ms$")]
+async fn acquire_delayed(w: &mut LockWorld, ms: u64) -> StepResult {
+    let task_api = w.config().task_api;
+    let p = w.scene_mut()?.proxy(CLIENT, task_api).await?;
+    p.inject_until_cleared(
+        &[Operation::Acquire],
+        Fault::latency(Duration::from_millis(ms)),
+    );
+    Ok(())
+}
+
+#[given(regex = r"^the protected process exits by itself with code (\d+) after a second$")]
+async fn probe_exits(w: &mut LockWorld, code: u8) -> StepResult {
+    w.scene_mut()?.probe_exit = Some((Duration::from_secs(1), code));
+    Ok(())
+}
+
+#[given("the server refuses the client's lock requests with 403")]
+async fn refuses_403(w: &mut LockWorld) -> StepResult {
+    let task_api = w.config().task_api;
+    let p = w.scene_mut()?.proxy(CLIENT, task_api).await?;
+    p.inject_until_cleared(
+        &Operation::LOCK,
+        Fault::status(403).map_err(|e| e.to_string())?,
+    );
+    Ok(())
+}
+
+#[when("the client starts")]
+async fn client_starts(w: &mut LockWorld) -> StepResult {
+    let run = w.ctx().run.clone();
+    let r = w
+        .scene_mut()?
+        .start_client(&run.config, CLIENT)
+        .await
+        .map(|_| ());
+    r.map_err(|e| w.ctx().harness_error(e))
+}
+
+/// Waits until the client's protected process runs; a client that never gets there blocks
+/// the clause on LOCK-STARTS.
+pub async fn wait_running(w: &mut LockWorld, label: &str) -> StepResult {
+    let within = w.lock_profile().start_within;
+    let started = w.scene()?.listener.wait_started(label, within).await;
+    if started.is_some() {
+        return Ok(());
+    }
+    let msg = not_started_text(w, label, within);
+    Err(w.ctx().blocked(ROOT, msg))
+}
+
+fn not_started_text(w: &LockWorld, label: &str, within: Duration) -> String {
+    let scene = w.scene.as_ref().expect("a scene");
+    let ex = scene.exchanges();
+    let ops = lock_ops(&ex, label);
+    let status = scene
+        .client(label)
+        .and_then(|c| c.status())
+        .map(|s| format!("the client ended with {s}"))
+        .unwrap_or_else(|| "the client is still running".into());
+    let seen = if ops.is_empty() {
+        format!("no lock request within {}; {status}", fmt(within))
+    } else {
+        format!(
+            "{} lock request(s), answered {}; no protected process within {}; {status}",
+            ops.len(),
+            answers(&ops),
+            fmt(within)
+        )
+    };
+    w.fail(
+        "with the lock free, the client acquires it and starts the protected process",
+        &seen,
+        &ops.iter().rev().take(2).copied().collect::<Vec<_>>(),
+    )
+}
+
+/// `200, 200, 409` (at most 12, then a count).
+pub fn answers(ops: &[&crate::plugins::lock::Exchange]) -> String {
+    let mut parts: Vec<String> = ops
+        .iter()
+        .take(12)
+        .map(|e| match e.status {
+            Some(s) => format!("{} {s}", e.operation.as_str()),
+            None => format!("{} (no answer)", e.operation.as_str()),
+        })
+        .collect();
+    if ops.len() > 12 {
+        parts.push(format!("… {} more", ops.len() - 12));
+    }
+    parts.join(", ")
+}
+
+#[when("the client holds the lock and its protected process runs")]
+async fn holds(w: &mut LockWorld) -> StepResult {
+    wait_running(w, CLIENT).await
+}
+
+#[when("the other holder keeps the lock for a while and then releases it")]
+async fn other_releases(w: &mut LockWorld) -> StepResult {
+    // Shorter than the client's give-up window, when it is known: the clause is about
+    // waiting, not giving up.
+    let hold = match w.config().give_up {
+        Some(g) => w.lock_profile().hold_for.min(g / 2),
+        None => w.lock_profile().hold_for,
+    };
+    tokio::time::sleep(hold).await;
+    let scene = w.scene_mut()?;
+    let Some(other) = scene.other.take() else {
+        return Err("harness error: nobody else holds the lock".into());
+    };
+    let at = other
+        .release()
+        .await
+        .map_err(|e| format!("harness error: {e}"))?;
+    scene.other_released = Some(at);
+    Ok(())
+}
+
+#[then("the client acquires the lock and starts the protected process in time")]
+async fn starts_in_time(w: &mut LockWorld) -> StepResult {
+    let r = {
+        let within = w.lock_profile().start_within;
+        let started = w.scene()?.listener.wait_started(CLIENT, within).await;
+        match started {
+            Some(_) => Ok(()),
+            None => Err(not_started_text(w, CLIENT, within)),
+        }
+    };
+    w.record_scene();
+    r
+}
+
+#[then("the protected process started only after a successful acquire was answered")]
+async fn after_acquire(w: &mut LockWorld) -> StepResult {
+    let within = w.lock_profile().start_within;
+    let scene = w.scene()?;
+    let started = scene.listener.wait_started(CLIENT, within).await;
+    let ex = scene.exchanges();
+    let ops = lock_ops(&ex, CLIENT);
+    let first_ok = ops
+        .iter()
+        .find(|e| e.operation == Operation::Acquire && e.succeeded());
+    let r = match (started, first_ok) {
+        (None, _) => Err(not_started_text(w, CLIENT, within)),
+        (Some(p), Some(ok)) if p.start >= answered_at(ok) => Ok(()),
+        (Some(p), Some(ok)) => Err(w.fail(
+            "the protected process starts only once a lock-acquire was answered 200",
+            &format!(
+                "it started {} before the first successful acquire was answered (the proxy held that answer back for a while on purpose)",
+                fmt(answered_at(ok).saturating_duration_since(p.start))
+            ),
+            &[ok],
+        )),
+        (Some(_), None) => Err(w.fail(
+            "the protected process starts only once a lock-acquire was answered 200",
+            &format!(
+                "it started, and no acquire of the client was answered 200 (requests: {})",
+                answers(&ops)
+            ),
+            &ops.iter().take(2).copied().collect::<Vec<_>>(),
+        )),
+    };
+    w.record_scene();
+    r
+}
+
+#[then("the protected process did not start while the other holder had the lock")]
+async fn not_while_held(w: &mut LockWorld) -> StepResult {
+    let scene = w.scene()?;
+    let released = scene.other_released.unwrap_or_else(Instant::now);
+    let early: Vec<_> = scene
+        .probes_of(CLIENT)
+        .into_iter()
+        .filter(|p| p.start < released)
+        .collect();
+    let ex = scene.exchanges();
+    let ops = lock_ops(&ex, CLIENT);
+    let r = match early.first() {
+        None => Ok(()),
+        Some(p) => Err(w.fail(
+            "no protected process while another allocation holds the lock (its acquires are answered 409)",
+            &format!(
+                "the protected process started {} before the other holder released the lock; the client's requests until then: {}",
+                fmt(released.saturating_duration_since(p.start)),
+                answers(
+                    &ops.iter()
+                        .filter(|e| e.at < released)
+                        .copied()
+                        .collect::<Vec<_>>()
+                )
+            ),
+            &ops.iter().take(1).copied().collect::<Vec<_>>(),
+        )),
+    };
+    w.record_scene();
+    r
+}
+
+#[then("the client's acquire attempts came no faster than the profile allows")]
+async fn backoff(w: &mut LockWorld) -> StepResult {
+    let rate = w.lock_profile().max_acquire_rate;
+    let scene = w.scene()?;
+    let ex = scene.exchanges();
+    let released = scene.other_released.unwrap_or_else(Instant::now);
+    let attempts: Vec<_> = lock_ops(&ex, CLIENT)
+        .into_iter()
+        .filter(|e| e.operation == Operation::Acquire && e.at < released)
+        .collect();
+    let r = match (attempts.first(), attempts.last()) {
+        (Some(first), Some(last)) if attempts.len() > 2 => {
+            let span = last.at.saturating_duration_since(first.at).as_secs_f64();
+            // Two attempts free: the first try and one quick retry.
+            let allowed = (rate * span).floor() as usize + 2;
+            if attempts.len() <= allowed {
+                Ok(())
+            } else {
+                Err(w.fail(
+                    &format!(
+                        "while the lock is held elsewhere, acquire attempts with backoff: at most {rate} a second"
+                    ),
+                    &format!(
+                        "{} attempts in {} ({:.1} a second)",
+                        attempts.len(),
+                        fmt(Duration::from_secs_f64(span)),
+                        attempts.len() as f64 / span.max(0.001)
+                    ),
+                    &attempts[..1],
+                ))
+            }
+        }
+        _ => Ok(()),
+    };
+    w.record_scene();
+    r
+}
+
+#[then(
+    "the client exits non-zero within its give-up window, without starting the protected process"
+)]
+async fn gives_up(w: &mut LockWorld) -> StepResult {
+    let give_up = w.config().give_up.unwrap_or_default();
+    let slack = w.lock_profile().stop_within;
+    let scene = w.scene()?;
+    let client = scene
+        .client(CLIENT)
+        .ok_or_else(|| "harness error: no client".to_string())?;
+    let status = client.wait_exit(give_up + slack).await;
+    let took = client
+        .exited_at()
+        .map(|e| e.saturating_duration_since(client.started()));
+    let ex = scene.exchanges();
+    let ops = lock_ops(&ex, CLIENT);
+    let started = scene.probes_of(CLIENT);
+    let expected = format!(
+        "with the lock held elsewhere, the client gives up after its window ({}) and exits non-zero, never starting the protected process",
+        fmt(give_up)
+    );
+    let r = if !started.is_empty() {
+        Err(w.fail(
+            &expected,
+            "the protected process started while another allocation held the lock",
+            &ops.iter().take(1).copied().collect::<Vec<_>>(),
+        ))
+    } else {
+        match status {
+            Some(s) if failed(&s) => Ok(()),
+            Some(s) => Err(w.fail(
+                &expected,
+                &format!(
+                    "the client ended with {s} after {} (Nomad reads exit 0 as success: the allocation does not fail)",
+                    took.map(fmt).unwrap_or_default()
+                ),
+                &[],
+            )),
+            None => Err(w.fail(
+                &expected,
+                &format!(
+                    "the client was still running {} after it started ({} acquire attempts: {})",
+                    fmt(give_up + slack),
+                    ops.len(),
+                    answers(&ops)
+                ),
+                &ops.iter().rev().take(1).copied().collect::<Vec<_>>(),
+            )),
+        }
+    };
+    w.record_scene();
+    r
+}
+
+#[when("the client is stopped as Nomad stops a task")]
+async fn stopped(w: &mut LockWorld) -> StepResult {
+    let kill = w.config().kill_timeout;
+    let scene = w.scene()?;
+    if let Some(c) = scene.client(CLIENT) {
+        c.stop(kill).await;
+    }
+    Ok(())
+}
+
+#[then("every lock request of the client was one Nomad accepts")]
+async fn well_formed(w: &mut LockWorld) -> StepResult {
+    let path = format!("/v1/var/{}", w.config().path);
+    let scene = w.scene()?;
+    let ex = scene.exchanges();
+    let mine: Vec<_> = ex
+        .iter()
+        .filter(|e| e.client == CLIENT && e.operation != Operation::Read)
+        .collect();
+    let mut bad = Vec::new();
+    for e in &mine {
+        let injected = e.fault.as_ref().is_some_and(|f| {
+            f.fault.is_some_and(|f| {
+                !matches!(f.action, crate::plugins::lock::faults::FaultAction::Forward)
+            })
+        });
+        let why = if e.operation == Operation::Other {
+            Some(
+                "not one lock operation (a plain write, a delete, or several lock flags)"
+                    .to_string(),
+            )
+        } else if e
+            .query
+            .split('&')
+            .any(|p| p == "cas" || p.starts_with("cas="))
+        {
+            Some(
+                "`cas` with a lock flag (Nomad: 400 \"CAS can't be used with lock operations\")"
+                    .into(),
+            )
+        } else if e.path != path {
+            Some(format!("the path is {}, not the lock's {path}", e.path))
+        } else if !injected && matches!(e.status, Some(400) | Some(500)) {
+            Some(format!(
+                "answered {}: {}",
+                e.status.unwrap_or_default(),
+                e.response_body.trim()
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            bad.push((*e, why));
+        }
+    }
+    let r = match bad.first() {
+        None => Ok(()),
+        Some((e, why)) => Err(w.fail(
+            "every lock request is one Nomad accepts: PUT /v1/var/<path> with exactly one of lock-acquire, lock-renew, lock-release, no cas, a TTL within the server's bounds, a release with Lock.ID and without Items",
+            &format!(
+                "{} of {} requests were not; the first, {} {}: {why}",
+                bad.len(),
+                mine.len(),
+                e.method,
+                e.target()
+            ),
+            &[e],
+        )),
+    };
+    w.record_scene();
+    r
+}

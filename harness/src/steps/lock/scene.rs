@@ -1,0 +1,332 @@
+//! One clause's world: the server, a proxy per client, the probe listener, the clients, and
+//! the harness's own "other holder".
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nomad_conform_variables::{
+    AclConfig, Capability, LockEvent, Policy, ServerConfig, ServerHandle, Token, VariablesServer,
+};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::kinds::lock::{LockConfig, Pattern, ServerChoice};
+use crate::plugins::lock::api::Holder;
+use crate::plugins::lock::proxy::Listen;
+use crate::plugins::lock::{
+    ApiAddr, ClientOptions, ClientSpec, Exchange, Hold, ProbeInterval, ProbeListener, Proxy,
+    ProxyConfig, RunningClient, Upstream, holder_intervals, lock_owners,
+};
+use crate::world::ScenarioCtx;
+
+/// The label of the harness's own holder in records.
+pub const OTHER: &str = "other-holder";
+
+/// The management token of a reference server with ACLs (never a real secret).
+const ADMIN_TOKEN: &str = "nomad-conform-management";
+
+/// A lock held by the harness itself, renewed in the background until released.
+#[derive(Debug)]
+pub struct OtherHold {
+    pub holder: Holder,
+    pub id: String,
+    pub ttl: Duration,
+    pub acquired: Instant,
+    stop: watch::Sender<bool>,
+    renewer: JoinHandle<()>,
+}
+
+impl OtherHold {
+    /// Stop renewing and release; when the release was answered.
+    pub async fn release(self) -> Result<Instant, String> {
+        let _ = self.stop.send(true);
+        self.renewer.abort();
+        self.holder.release(&self.id).await?;
+        Ok(Instant::now())
+    }
+}
+
+impl Drop for OtherHold {
+    fn drop(&mut self) {
+        self.renewer.abort();
+    }
+}
+
+/// Everything one clause runs.
+#[derive(Debug)]
+pub struct Scene {
+    pub server: Option<Arc<ServerHandle>>,
+    pub upstream: Upstream,
+    /// The clients' NOMAD_TOKEN and NOMAD_NAMESPACE.
+    pub token: Option<String>,
+    pub namespace: Option<String>,
+    /// The token of the harness's own holder.
+    pub admin_token: Option<String>,
+    pub listener: ProbeListener,
+    pub proxies: BTreeMap<String, Proxy>,
+    pub clients: Vec<RunningClient>,
+    pub t0: Instant,
+    /// The protected process exits by itself: after D with code N.
+    pub probe_exit: Option<(Duration, u8)>,
+    pub other: Option<OtherHold>,
+    /// When the other holder's lock was released.
+    pub other_released: Option<Instant>,
+    dir: PathBuf,
+    recorded: bool,
+}
+
+impl Scene {
+    /// A server as the run's configuration says; with `acl_namespace`, a reference server with
+    /// ACLs on whose client token may write only the lock path in that namespace.
+    pub async fn build(
+        ctx: &ScenarioCtx<LockConfig>,
+        acl_namespace: Option<&str>,
+    ) -> Result<Scene, String> {
+        let config = &ctx.run.config;
+        let (server, upstream, token, admin_token, namespace) = match &config.server {
+            ServerChoice::Reference(profile) => {
+                let mut sc = ServerConfig::localhost().with_profile(profile.clone());
+                let (mut token, mut admin, mut ns) = (None, None, None);
+                if let Some(namespace) = acl_namespace {
+                    let client_secret = format!("{}-client", ctx.token);
+                    let policy = Policy::new("conform-lock").path(
+                        namespace,
+                        &config.path,
+                        &[Capability::Write, Capability::Read, Capability::List],
+                    );
+                    sc = sc.with_acl(
+                        AclConfig::enabled()
+                            .with_policy(policy)
+                            .with_token(Token::management(ADMIN_TOKEN))
+                            .with_token(Token::client(&client_secret, &["conform-lock"])),
+                    );
+                    token = Some(client_secret);
+                    admin = Some(ADMIN_TOKEN.to_string());
+                    ns = Some(namespace.to_string());
+                }
+                let handle = VariablesServer::start(sc).await.map_err(|e| {
+                    ctx.harness_error(format!("failed to start the reference server: {e}"))
+                })?;
+                let upstream = Upstream::of_server(&handle);
+                (Some(Arc::new(handle)), upstream, token, admin, ns)
+            }
+            ServerChoice::Nomad {
+                upstream, token, ..
+            } => (None, upstream.clone(), token.clone(), token.clone(), None),
+        };
+        let dir = ctx.scratch.clone();
+        let listener = ProbeListener::bind(&dir.join("probe.sock"))
+            .await
+            .map_err(|e| ctx.harness_error(format!("failed to listen for probes: {e}")))?;
+        Ok(Scene {
+            server,
+            upstream,
+            token,
+            namespace,
+            admin_token,
+            listener,
+            proxies: BTreeMap::new(),
+            clients: Vec::new(),
+            t0: Instant::now(),
+            probe_exit: None,
+            other: None,
+            other_released: None,
+            dir,
+            recorded: false,
+        })
+    }
+
+    /// The proxy of `label`, started on first use (over a unix socket with `--task-api`).
+    pub async fn proxy(&mut self, label: &str, task_api: bool) -> Result<&Proxy, String> {
+        if !self.proxies.contains_key(label) {
+            let mut pc = ProxyConfig::new(label, self.upstream.clone());
+            if task_api {
+                pc = pc.with_listen(Listen::Unix(self.dir.join(format!("{label}.sock"))));
+            }
+            let p = Proxy::start(pc)
+                .await
+                .map_err(|e| format!("failed to start the proxy: {e}"))?;
+            self.proxies.insert(label.to_string(), p);
+        }
+        Ok(&self.proxies[label])
+    }
+
+    /// Starts client `label` as an allocation runs it.
+    pub async fn start_client(
+        &mut self,
+        config: &LockConfig,
+        label: &str,
+    ) -> Result<&RunningClient, String> {
+        let addr = self.proxy(label, config.task_api).await?.nomad_addr();
+        let addr = ApiAddr::parse(&addr).map_err(|e| format!("{e}"))?;
+        let alloc = self.dir.join(format!("alloc-{label}"));
+        std::fs::create_dir_all(&alloc)
+            .map_err(|e| format!("failed to create {}: {e}", alloc.display()))?;
+        let mut opts = ClientOptions::new(
+            label,
+            addr,
+            &config.path,
+            self.listener.socket_path(),
+            config.probe.clone(),
+        );
+        opts.token = self.token.clone();
+        opts.namespace = self.namespace.clone();
+        opts.probe_exit_after = self.probe_exit;
+        opts.cwd = Some(alloc.clone());
+        let spec = match &config.pattern {
+            Pattern::Shim { command } => ClientSpec::Shim {
+                command: command.clone(),
+            },
+            Pattern::Sidecar { command, sentinel } => ClientSpec::Sidecar {
+                command: command.clone(),
+                sentinel: crate::kinds::lock::sentinel_path(&alloc, sentinel),
+                kill_timeout: config.kill_timeout,
+            },
+        };
+        let c = RunningClient::start(&spec, &opts)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.clients.push(c);
+        Ok(self.clients.last().expect("just pushed"))
+    }
+
+    pub fn client(&self, label: &str) -> Option<&RunningClient> {
+        self.clients.iter().find(|c| c.label() == label)
+    }
+
+    /// The harness takes the lock itself (through its own proxy) and renews it every TTL/2.
+    pub async fn take_lock(&mut self, config: &LockConfig) -> Result<(), String> {
+        let upstream = match self.proxy(OTHER, false).await?.addr() {
+            Some(a) => Upstream::Tcp(a),
+            None => return Err("the other holder's proxy has no address".into()),
+        };
+        let holder = Holder {
+            upstream,
+            path: config.path.clone(),
+            namespace: self.namespace.clone(),
+            token: self.admin_token.clone(),
+            timeout: Duration::from_secs(5),
+        };
+        let ttl = config.server.ttl_min() * 2;
+        let id = holder
+            .acquire(ttl, config.server.delay_default())
+            .await
+            .map_err(|e| {
+                format!(
+                    "the harness could not take the lock at {}: {e}",
+                    config.path
+                )
+            })?;
+        let (stop, mut stopped) = watch::channel(false);
+        let (h, lock_id) = (holder.clone(), id.clone());
+        let renewer = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(ttl / 2) => {}
+                    _ = stopped.changed() => return,
+                }
+                let _ = h.renew(&lock_id).await;
+            }
+        });
+        self.other = Some(OtherHold {
+            holder,
+            id,
+            ttl,
+            acquired: Instant::now(),
+            stop,
+            renewer,
+        });
+        Ok(())
+    }
+
+    /// Every exchange of every proxy, in time order.
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        let mut v: Vec<Exchange> = self.proxies.values().flat_map(|p| p.records()).collect();
+        v.sort_by_key(|e| e.at);
+        v
+    }
+
+    pub fn probes(&self) -> Vec<ProbeInterval> {
+        self.listener.intervals()
+    }
+
+    pub fn probes_of(&self, label: &str) -> Vec<ProbeInterval> {
+        self.probes()
+            .into_iter()
+            .filter(|p| p.label == label)
+            .collect()
+    }
+
+    /// The reference server's lock history (empty against a real Nomad).
+    pub fn history(&self) -> Vec<LockEvent> {
+        self.server
+            .as_ref()
+            .map(|s| s.history())
+            .unwrap_or_default()
+    }
+
+    /// Who held the lock when, as the reference server saw it.
+    pub fn holds(&self) -> Vec<Hold> {
+        holder_intervals(&self.history(), &lock_owners(&self.exchanges()))
+    }
+
+    /// Exchanges, probe intervals and the clients' processes into the case (once).
+    pub fn record_into(&mut self, ctx: &ScenarioCtx<LockConfig>) {
+        if self.recorded {
+            return;
+        }
+        self.recorded = true;
+        let start = crate::recorder::lock(&ctx.case).started;
+        for e in self.exchanges() {
+            ctx.record(e.event(start));
+        }
+        let mut notes = Vec::new();
+        for p in self.probes() {
+            notes.push(format!(
+                "protected process of {} (pid {}): ran {} ms .. {}{}",
+                p.label,
+                p.pid,
+                crate::plugins::lock::checker::offset_ms(start, p.start),
+                p.end
+                    .map(|e| format!("{} ms", crate::plugins::lock::checker::offset_ms(start, e)))
+                    .unwrap_or_else(|| "still running".into()),
+                match (p.exit, p.killed) {
+                    (Some(c), _) => format!(", exited {c}"),
+                    (None, true) => ", killed".to_string(),
+                    _ => String::new(),
+                }
+            ));
+        }
+        for c in &self.clients {
+            for t in c.tasks() {
+                let status = t
+                    .status
+                    .as_ref()
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "running".into());
+                notes.push(format!(
+                    "{} {} ({}): {status}; stderr: {}",
+                    c.label(),
+                    t.role,
+                    t.argv.join(" "),
+                    t.stderr.text.trim()
+                ));
+            }
+        }
+        let mut state = crate::recorder::lock(&ctx.case);
+        state.notes.extend(notes);
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        for c in &self.clients {
+            c.kill();
+        }
+        for p in self.proxies.values() {
+            p.shutdown();
+        }
+    }
+}

@@ -1,0 +1,101 @@
+@lock
+Feature: renew
+  A lock holder renews before its TTL lapses and about every half TTL, stops the protected
+  process when a renew conflicts, retries renews that fail, and stops the protected process
+  before the lock can pass to another holder when renews keep failing. Source: Nomad's guide
+  "Configure singleton deployments" (the lock-renew pseudo-code) and Nomad's lock rules
+  (nomad/locks.go: the leader's timer runs 2 × TTL, then the lock delay).
+
+  @LOCK-RENEW-BEFORE-TTL @must
+  Scenario: every renew comes within the TTL of the last successful one
+    Basis: Nomad's lock API promises a lock only until its TTL after the last renew (the
+    leader's 2 × TTL timer in nomad/locks.go is a grace period, not a promise); a holder that
+    renews later keeps its process running on a lock the server may already give away.
+
+    Given a Variables server
+    When the client starts
+    And the client keeps the lock for a while
+    Then every renew was sent within the TTL of the previous successful acquire or renew
+
+  @LOCK-RENEW-HALF-TTL @should
+  Scenario: renews come about every half TTL
+    Accepted: a median period between TTL/10 and 3/4 TTL (Nomad's Go LockLeaser renews at
+    0.7 × TTL).
+
+    Basis: Nomad guide, Configure singleton deployments (lock-acquire pseudo-code): "On
+    success: start heartbeat every 1/2 TTL"; the other half leaves time to retry a failed renew.
+
+    Given a Variables server
+    When the client starts
+    And the client keeps the lock for a while
+    Then renews came about every half TTL
+
+  @LOCK-CONFLICT-STOPS @must
+  Scenario: a renew conflict stops the protected process
+    Basis: Nomad guide (lock-renew pseudo-code): "On conflict: exit the process with error
+    code". Nomad answers a renew 409 when the lock ID no longer holds the variable
+    (nomad/variables_endpoint.go RenewLock): another allocation may hold it now, so a protected
+    process still running is a second copy.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And the next renew is answered 409
+    Then the protected process stopped soon after the conflict
+
+  @LOCK-CONFLICT-EXIT @should
+  Scenario: after a renew conflict the client exits with an error code
+    Basis: Nomad guide (lock-renew pseudo-code): "On conflict: exit the process with error
+    code"; Nomad's restart and reschedule policies read exit 0 as success (a batch job is then
+    complete and not run again).
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And the next renew is answered 409
+    Then the client exits non-zero after the conflict
+
+  @LOCK-RENEW-RETRIES @should
+  Scenario: a renew that fails is retried and the lock kept
+    Basis: Nomad guide (lock-renew pseudo-code): "On failure: retry with backoff up to TTL."
+    A server error says nothing about the lock, which the server still keeps for the holder.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And the next renew fails with 503
+    Then the client keeps the lock: a later renew succeeds and the protected process runs on
+
+  @LOCK-LAPSE-STOPS @must
+  Scenario: when renews keep failing, the protected process stops before the lock can pass on
+    Basis: Nomad nomad/locks.go: after the last renew the leader keeps the lock 2 × TTL, then
+    the lock delay, then clears it and another allocation can acquire it; a protected process
+    still running then is a second copy.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And every renew and release fails with 503 from now on
+    Then the protected process stopped before the server could give the lock to another
+
+  @LOCK-LAPSE-TTL @should
+  Scenario: when renews keep failing, the protected process stops once the TTL has passed
+    Basis: Nomad guide (lock-renew pseudo-code): "If TTL expires, attempt to revoke lock, then
+    exit the process with error code"; the API promises the lock only for the TTL.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And every renew and release fails with 503 from now on
+    Then the protected process stopped within the TTL of the last renew the server accepted
+
+  @LOCK-LAPSE-RELEASE-ATTEMPT @should
+  Scenario: when the TTL has lapsed the client attempts to release the lock
+    Basis: Nomad guide (lock-renew pseudo-code): "If TTL expires, attempt to revoke lock";
+    a release that gets through frees the lock for the replacement at once.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And every renew and release fails with 503 from now on
+    Then the client tried to release the lock after its renews failed

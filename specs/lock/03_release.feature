@@ -1,0 +1,68 @@
+@lock
+Feature: release
+  A lock holder releases the lock when it is done and when Nomad stops it, passes the
+  protected process's outcome on, and stops the protected process on the task's kill signal.
+  Source: Nomad's guide "Configure singleton deployments" and how Nomad stops a task
+  (kill_signal, default SIGINT, then SIGKILL after kill_timeout).
+
+  @LOCK-RELEASE-ON-EXIT @should @shim-only
+  Scenario: the lock is released when the protected process exits
+    Basis: Nomad guide, Configure singleton deployments: stopping the allocation "releases the
+    lock or allows its TTL to expire"; without a release the replacement waits 2 × TTL plus
+    the lock delay (nomad/locks.go).
+
+    Given a Variables server
+    And the protected process exits by itself with code 0 after a second
+    When the client starts
+    And the protected process exits
+    Then the client released the lock
+    And the client exits 0
+
+  @LOCK-EXIT-STATUS @should @shim-only
+  Scenario: a failing protected process makes the client exit non-zero
+    Any non-zero code will do (`nomad var lock` exits 1 for every failure).
+
+    Basis: Nomad's restart policy reads the task's exit status: a shim that exits 0 for a
+    failed protected process makes Nomad treat the failure as success.
+
+    Given a Variables server
+    And the protected process exits by itself with code 3 after a second
+    When the client starts
+    And the protected process exits
+    Then the client exits non-zero
+
+  @LOCK-SIGTERM @must
+  Scenario: SIGTERM stops the protected process before the lock is given back
+    For a sidecar, Nomad stops the leader task first and the application after it, so the
+    application is only required to stop within its kill timeout.
+
+    Basis: Nomad guide (Overview): "The process that sets and refreshes the lock must have its
+    lifecycle tied to the main task." Nomad stops a task with its kill_signal and SIGKILLs it
+    after kill_timeout; a protected process that outlives its lock's release runs beside the
+    next holder.
+
+    Given a Variables server
+    When the client starts
+    And Nomad stops the task with SIGTERM
+    Then the protected process stopped within the kill timeout, never running while the lock was free
+
+  @LOCK-SIGINT @must
+  Scenario: SIGINT, Nomad's default kill signal, stops the protected process too
+    Basis: Nomad's task kill_signal defaults to SIGINT (jobspec task block); the guide ties the
+    protected process's lifecycle to the locking task's.
+
+    Given a Variables server
+    When the client starts
+    And Nomad stops the task with SIGINT
+    Then the protected process stopped within the kill timeout, never running while the lock was free
+
+  @LOCK-SIGNAL-RELEASES @should
+  Scenario: a client stopped by Nomad releases its lock
+    Basis: Nomad guide: stopping the allocation "releases the lock or allows its TTL to
+    expire"; releasing lets the replacement start at once instead of after 2 × TTL plus the
+    lock delay.
+
+    Given a Variables server
+    When the client starts
+    And Nomad stops the task with SIGTERM
+    Then the client released the lock after the signal

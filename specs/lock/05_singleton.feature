@@ -1,0 +1,49 @@
+@lock
+Feature: singleton
+  The invariant the lock exists for, checked from the recorded history alone: at most one
+  protected process at a time, and none while its client holds no lock as the server saw it.
+  Source: Nomad's guide "Configure singleton deployments" (its design goal: "at most one
+  instance of a given allocation running on the cluster at one time").
+
+  @LOCK-SINGLETON @must
+  Scenario: several clients under faults never run two protected processes at once
+    The clients run against one server under a seeded random fault campaign (latency, 5xx,
+    429, resets, partitions) with one outage of every client longer than a lock's lifetime;
+    a client that exits is started again, as Nomad's restart policy does. On failure the
+    report draws the timeline and prints the fault schedule and the seed that replays it.
+
+    Basis: Nomad guide, Configure singleton deployments: "there is at most one instance of a
+    given allocation running on the cluster at one time"; the design "errs on the side of
+    correctness: having zero or one allocations running rather than the incorrect one or two".
+
+    Given a Variables server
+    When the clients run under a seeded fault campaign with an outage longer than a lock's lifetime
+    Then no two protected processes overlapped and none ran without its client holding the lock
+
+  @LOCK-SERVER-RESTART @must @requires-reference-server
+  Scenario: a server restart does not make two copies run
+    The server loses its in-memory TTL timers and is unreachable for a TTL; Nomad's new leader
+    rebuilds the timers from the state (nomad/locks.go restoreLockTTLTimers).
+
+    Basis: Nomad guide, Configure singleton deployments: at most one instance at a time; a
+    leader change or restart is an ordinary event in a Nomad cluster.
+
+    Given a Variables server
+    When two clients run and the first holds the lock
+    And the server restarts, losing its lock timers, and is down for a TTL
+    Then no two protected processes overlapped and none ran without its client holding the lock
+
+  @LOCK-TIMING @should @requires-stop-on-client-after
+  Scenario: the measured timing leaves no window for two copies after a node failure
+    The advice is computed from the client's measured renew period and stop time, the TTL and
+    lock delay it asks for and the job's stop_on_client_after; its reasoning is in the report.
+
+    Basis: Nomad guide, Configure singleton deployments: "Tune the lock TTL, the time it takes
+    the alloc to give up, and the stop_on_client_after duration timer values" (group.disconnect
+    forces a disconnected client to stop the allocation).
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And every renew and release fails with 503 from now on
+    Then the timing advice shows no window in which two copies could run
