@@ -78,6 +78,6 @@ Feature: acquire
 
     Given a Variables server
     When the client starts
-    And the client holds the lock and its protected process runs
+    And the client has run until its protected process runs, or for the start time
     And the client is stopped as Nomad stops a task
     Then every lock request of the client was one Nomad accepts

@@ -37,6 +37,9 @@ pub struct Expect {
     /// CSI: extra arguments for the reference plugin.
     #[serde(default)]
     pub plugin_args: Vec<String>,
+    /// Lock: how the reference client runs, `shim` (the default) or `sidecar`.
+    #[serde(default)]
+    pub pattern: Option<String>,
     /// DHV: a plugin binary built with the workspace (next to the tests), instead of the
     /// fixture's own `plugin` file.
     #[serde(default)]

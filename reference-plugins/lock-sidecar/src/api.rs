@@ -95,6 +95,8 @@ pub struct Api {
     token: Option<String>,
     namespace: String,
     path: String,
+    /// Fault ttl-as-number: durations go out as JSON numbers of seconds.
+    ttl_as_number: bool,
 }
 
 impl Api {
@@ -105,7 +107,18 @@ impl Api {
             token: env.token.clone(),
             namespace: env.namespace.clone(),
             path: path.to_string(),
+            ttl_as_number: false,
         }
+    }
+
+    /// The same calls, breaking the rules the switched-on faults name.
+    pub fn with_faults(mut self, switches: &crate::faults::Switches) -> Self {
+        use crate::faults::Fault;
+        if switches.fault(Fault::IgnoresNamespace) {
+            self.namespace = "default".to_string();
+        }
+        self.ttl_as_number = switches.fault(Fault::TtlAsNumber);
+        self
     }
 
     /// Variable path.
@@ -200,6 +213,13 @@ impl Api {
 
 /// The acquire body: `{"Path", "Namespace", "Lock": {"TTL", "LockDelay"}}`, no `Items`.
 pub fn acquire_body(api: &Api, ttl: Duration, delay: Duration) -> Value {
+    if api.ttl_as_number {
+        return json!({
+            "Path": api.path,
+            "Namespace": api.namespace,
+            "Lock": {"TTL": ttl.as_secs(), "LockDelay": delay.as_secs()},
+        });
+    }
     json!({
         "Path": api.path,
         "Namespace": api.namespace,

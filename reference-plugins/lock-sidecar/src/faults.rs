@@ -32,6 +32,15 @@ pub enum Fault {
     MalformedRelease,
     /// Does not forward SIGTERM to the protected process (and in sidecar mode ignores it).
     IgnoresSigterm,
+    /// The same for SIGINT, Nomad's default kill signal.
+    IgnoresSigint,
+    /// Keeps retrying an acquire that conflicts, ignoring --give-up.
+    NeverGivesUp,
+    /// Sends the TTL and lock delay as JSON numbers of seconds; Nomad reads numbers as
+    /// nanoseconds, so it refuses the TTL (400) and the lock is never taken.
+    TtlAsNumber,
+    /// Ignores NOMAD_NAMESPACE and always locks in the default namespace.
+    IgnoresNamespace,
 }
 
 /// An allowed behaviour that differs from the default.
@@ -113,7 +122,11 @@ mod tests {
                 "keeps-child",
                 "retries-forever-403",
                 "malformed-release",
-                "ignores-sigterm"
+                "ignores-sigterm",
+                "ignores-sigint",
+                "never-gives-up",
+                "ttl-as-number",
+                "ignores-namespace"
             ]
         );
         let variants: Vec<String> = Variant::value_variants().iter().map(value_name).collect();

@@ -217,7 +217,10 @@ pub async fn acquire(
         // (why it failed, whether --give-up applies)
         let (reason, bounded) = match outcome {
             Ok(answer) if answer.status == 200 => return lease_from(&answer, settings, sent_at),
-            Ok(answer) if answer.status == 409 => ("held by another holder".to_string(), true),
+            Ok(answer) if answer.status == 409 => (
+                "held by another holder".to_string(),
+                !switches.fault(Fault::NeverGivesUp),
+            ),
             Ok(answer) if matches!(answer.status, 401 | 403) => {
                 if !switches.fault(Fault::RetriesForever403) {
                     return Err(AcquireError::Forbidden {
@@ -445,6 +448,37 @@ pub async fn maintain(
             );
             sleep(wait.min(left)).await;
             wait = (wait * 2).min(timing.renew_retry_cap);
+        }
+    }
+}
+
+/// One release attempt bounded by a tenth of the TTL, for a lock already lost: a sidecar's
+/// application only stops once the sidecar exits, so the attempt must not hold that up.
+pub async fn release_once(api: &Api, id: &str, ttl: Duration, switches: &Switches) -> bool {
+    if switches.fault(Fault::NeverReleases) {
+        crate::event!("not releasing lock {id} (fault never-releases)");
+        return false;
+    }
+    let timeout = (ttl / 10).max(Duration::from_millis(50));
+    match api
+        .release(id, switches.fault(Fault::MalformedRelease), timeout)
+        .await
+    {
+        Ok(answer) if answer.status == 200 => {
+            crate::event!("released lock {id} on {}", api.path());
+            true
+        }
+        Ok(answer) => {
+            crate::event!(
+                "could not release lock {id} ({}: {}); the server frees it 2 × TTL + lock delay after the last renew",
+                answer.status,
+                answer.message()
+            );
+            false
+        }
+        Err(err) => {
+            crate::event!("could not release lock {id} ({err})");
+            false
         }
     }
 }

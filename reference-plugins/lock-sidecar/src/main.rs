@@ -67,7 +67,7 @@ fn main() -> ExitCode {
     };
     let switches = Switches::new(&cli.faults, &cli.variants);
     let ctx = Context {
-        api: Api::new(&env, &cli.path),
+        api: Api::new(&env, &cli.path).with_faults(&switches),
         acquire: AcquireSettings {
             ttl: cli.ttl,
             delay: cli.delay,

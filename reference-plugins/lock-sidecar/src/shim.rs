@@ -173,12 +173,13 @@ async fn wait_early(early: &mut Option<Protected>) -> std::io::Result<std::proce
 }
 
 fn ignored(ctx: &Context, signal: Signal) -> bool {
-    signal == Signal::SIGTERM && ctx.switches.fault(Fault::IgnoresSigterm)
+    (signal == Signal::SIGTERM && ctx.switches.fault(Fault::IgnoresSigterm))
+        || (signal == Signal::SIGINT && ctx.switches.fault(Fault::IgnoresSigint))
 }
 
 fn forward(ctx: &Context, child: &Protected, signal: Signal) {
     if ignored(ctx, signal) {
-        event!("not forwarding SIGTERM to the protected process (fault ignores-sigterm)");
+        event!("not forwarding {signal} to the protected process (fault)");
         return;
     }
     event!(

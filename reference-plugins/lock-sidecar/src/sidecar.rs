@@ -6,8 +6,8 @@
 //! - Once the lock is held the sentinel is written (to a temporary name, then renamed, so the
 //!   application never reads half a file); it holds the lock ID.
 //! - On losing the lock (renew 409, renews failing until the stop deadline, renew refused) the
-//!   sentinel is removed and lock-sidecar exits 1: the leader task dying makes Nomad stop the
-//!   whole group, application included.
+//!   sentinel is removed, one quick release is attempted, and lock-sidecar exits 1: the leader
+//!   task dying makes Nomad stop the whole group, application included.
 //! - On SIGTERM/SIGINT (Nomad stopping the group) the sentinel is removed, the lock released,
 //!   and lock-sidecar exits 0. Nomad kills the leader before the other tasks, so the application
 //!   may still run for its own kill time after the release; see the README.
@@ -53,7 +53,7 @@ pub async fn run(ctx: &Context, sentinel: &Path, signals: &mut Signals) -> u8 {
                 result = &mut acquire => break result,
                 signal = signals.recv() => {
                     if ignored(ctx, signal) {
-                        event!("ignoring SIGTERM (fault ignores-sigterm)");
+                        event!("ignoring {signal} (fault)");
                         continue;
                     }
                     event!("{signal} while waiting for the lock; exiting");
@@ -113,7 +113,7 @@ pub async fn run(ctx: &Context, sentinel: &Path, signals: &mut Signals) -> u8 {
                 }
                 signal = signals.recv() => {
                     if ignored(ctx, signal) {
-                        event!("ignoring SIGTERM (fault ignores-sigterm)");
+                        event!("ignoring {signal} (fault)");
                         continue;
                     }
                     event!("{signal}: removing the sentinel and releasing the lock");
@@ -124,13 +124,19 @@ pub async fn run(ctx: &Context, sentinel: &Path, signals: &mut Signals) -> u8 {
         }
     };
     if let Some(id) = held.id() {
-        lease::release(&ctx.api, &id, lease.ttl, &ctx.switches).await;
+        if code == 1 {
+            // Lost: the application stops when this task exits; one quick attempt only.
+            lease::release_once(&ctx.api, &id, lease.ttl, &ctx.switches).await;
+        } else {
+            lease::release(&ctx.api, &id, lease.ttl, &ctx.switches).await;
+        }
     }
     code
 }
 
 fn ignored(ctx: &Context, signal: nix::sys::signal::Signal) -> bool {
-    signal == nix::sys::signal::Signal::SIGTERM && ctx.switches.fault(Fault::IgnoresSigterm)
+    (signal == nix::sys::signal::Signal::SIGTERM && ctx.switches.fault(Fault::IgnoresSigterm))
+        || (signal == nix::sys::signal::Signal::SIGINT && ctx.switches.fault(Fault::IgnoresSigint))
 }
 
 /// Writes `content` to a temporary file beside `sentinel`, then renames it into place.

@@ -167,7 +167,7 @@ async fn starts_in_time(w: &mut LockWorld) -> StepResult {
         let started = w.scene()?.listener.wait_started(CLIENT, within).await;
         match started {
             Some(_) => Ok(()),
-            None => Err(not_started_text(w, CLIENT, within)),
+            None => Err(w.ctx().blocked(ROOT, not_started_text(w, CLIENT, within))),
         }
     };
     w.record_scene();
@@ -185,7 +185,9 @@ async fn after_acquire(w: &mut LockWorld) -> StepResult {
         .iter()
         .find(|e| e.operation == Operation::Acquire && e.succeeded());
     let r = match (started, first_ok) {
-        (None, _) => Err(not_started_text(w, CLIENT, within)),
+        (None, _) => Err(w
+            .ctx()
+            .blocked(ROOT, not_started_text(w, CLIENT, within))),
         (Some(p), Some(ok)) if p.start >= answered_at(ok) => Ok(()),
         (Some(p), Some(ok)) => Err(w.fail(
             "the protected process starts only once a lock-acquire was answered 200",
@@ -330,6 +332,22 @@ async fn gives_up(w: &mut LockWorld) -> StepResult {
     };
     w.record_scene();
     r
+}
+
+#[when("the client has run until its protected process runs, or for the start time")]
+async fn ran(w: &mut LockWorld) -> StepResult {
+    let within = w.lock_profile().start_within;
+    let scene = w.scene()?;
+    let exited = async {
+        if let Some(c) = scene.client(CLIENT) {
+            c.wait_exit(within).await;
+        }
+    };
+    tokio::select! {
+        _ = scene.listener.wait_started(CLIENT, within) => {}
+        _ = exited => {}
+    }
+    Ok(())
 }
 
 #[when("the client is stopped as Nomad stops a task")]

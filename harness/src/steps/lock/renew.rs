@@ -19,27 +19,31 @@ pub struct Lease {
     pub delay: Duration,
 }
 
-/// The first lease of `label`, or the clause is blocked on LOCK-STARTS.
-pub fn lease(w: &LockWorld, label: &str) -> Result<Lease, String> {
-    let scene = w.scene()?;
-    let ex = scene.exchanges();
-    let Some(acq) = lock_ops(&ex, label)
-        .into_iter()
-        .find(|e| e.operation == Operation::Acquire && e.succeeded())
-    else {
+/// The first lease of `label` (waiting for it up to the profile's start time), or the clause
+/// is blocked on LOCK-STARTS.
+pub async fn lease(w: &LockWorld, label: &str) -> Result<Lease, String> {
+    let within = w.lock_profile().start_within;
+    let found = wait_exchange(w, label, w.scene()?.t0, within, |e| {
+        e.operation == Operation::Acquire && e.succeeded()
+    })
+    .await?;
+    let Some(acq) = found else {
         return Err(w.ctx().blocked(
             ROOT,
             w.fail(
                 "the client acquires the lock",
-                "no acquire of the client was answered 200",
+                &format!(
+                    "no acquire of the client was answered 200 within {}",
+                    fmt(within)
+                ),
                 &[],
             ),
         ));
     };
     let server = &w.config().server;
     Ok(Lease {
-        ttl: granted_ttl(acq).unwrap_or_else(|| server.ttl_default()),
-        delay: granted_delay(acq).unwrap_or_else(|| server.delay_default()),
+        ttl: granted_ttl(&acq).unwrap_or_else(|| server.ttl_default()),
+        delay: granted_delay(&acq).unwrap_or_else(|| server.delay_default()),
     })
 }
 
@@ -87,7 +91,7 @@ async fn wait_exchange(
 
 /// Injects `status` on the client's next renew and waits for it to happen.
 async fn next_renew_answered(w: &mut LockWorld, status: u16) -> StepResult {
-    let l = lease(w, CLIENT)?;
+    let l = lease(w, CLIENT).await?;
     let since = Instant::now();
     let task_api = w.config().task_api;
     let fault = Fault::status(status).map_err(|e| e.to_string())?;
@@ -127,7 +131,7 @@ async fn renew_503(w: &mut LockWorld) -> StepResult {
 
 #[when("every renew and release fails with 503 from now on")]
 async fn renews_fail(w: &mut LockWorld) -> StepResult {
-    let l = lease(w, CLIENT)?;
+    let l = lease(w, CLIENT).await?;
     let task_api = w.config().task_api;
     let stop_within = w.lock_profile().stop_within;
     let fault = Fault::status(503).map_err(|e| e.to_string())?;
@@ -151,7 +155,7 @@ async fn renews_fail(w: &mut LockWorld) -> StepResult {
 
 #[then("every renew was sent within the TTL of the previous successful acquire or renew")]
 async fn within_ttl(w: &mut LockWorld) -> StepResult {
-    let l = lease(w, CLIENT)?;
+    let l = lease(w, CLIENT).await?;
     let now = Instant::now();
     let scene = w.scene()?;
     let ex = scene.exchanges();
@@ -210,7 +214,7 @@ async fn within_ttl(w: &mut LockWorld) -> StepResult {
 
 #[then("renews came about every half TTL")]
 async fn half_ttl(w: &mut LockWorld) -> StepResult {
-    let l = lease(w, CLIENT)?;
+    let l = lease(w, CLIENT).await?;
     let scene = w.scene()?;
     let ex = scene.exchanges();
     let ok: Vec<&Exchange> = lock_ops(&ex, CLIENT)
@@ -315,7 +319,7 @@ async fn exits_after_conflict(w: &mut LockWorld) -> StepResult {
 
 #[then("the client keeps the lock: a later renew succeeds and the protected process runs on")]
 async fn keeps_after_failure(w: &mut LockWorld) -> StepResult {
-    let l = lease(w, CLIENT)?;
+    let l = lease(w, CLIENT).await?;
     let at = w.fault_at.unwrap_or_else(Instant::now);
     let ok = wait_exchange(w, CLIENT, at, l.ttl, |e| {
         e.operation == Operation::Renew && e.succeeded()
@@ -361,8 +365,12 @@ async fn keeps_after_failure(w: &mut LockWorld) -> StepResult {
 }
 
 /// The probe's end against a deadline counted from the last success before the failures.
-fn lapse_check(w: &LockWorld, lifetime: impl Fn(&Lease) -> Duration, expected: &str) -> StepResult {
-    let l = lease(w, CLIENT)?;
+async fn lapse_check(
+    w: &LockWorld,
+    lifetime: impl Fn(&Lease) -> Duration,
+    expected: &str,
+) -> StepResult {
+    let l = lease(w, CLIENT).await?;
     let at = w.fault_at.unwrap_or_else(Instant::now);
     let scene = w.scene()?;
     let ex = scene.exchanges();
@@ -406,7 +414,8 @@ async fn before_handover(w: &mut LockWorld) -> StepResult {
         w,
         |l| l.ttl * 2 + l.delay + tol,
         "when renews keep failing, the protected process is gone before Nomad can give the lock to another allocation: 2 × TTL (the leader's timer) plus the lock delay after the last renew it accepted",
-    );
+    )
+    .await;
     w.record_scene();
     r
 }
@@ -418,7 +427,8 @@ async fn within_lease(w: &mut LockWorld) -> StepResult {
         w,
         |l| l.ttl + tol,
         "when renews keep failing, the protected process is stopped once the TTL has passed since the last renew the server accepted (\"If TTL expires, attempt to revoke lock, then exit\")",
-    );
+    )
+    .await;
     w.record_scene();
     r
 }

@@ -92,7 +92,7 @@ async fn campaign(w: &mut LockWorld) -> StepResult {
     }
     // The first holder tells the TTL and delay the clients ask for.
     wait_running_any(w, n).await?;
-    let l = lease_of_any(w, n)?;
+    let l = lease_of_any(w)?;
     let start = Instant::now();
     let outage_at = start + p.campaign / 4;
     let outage = l.ttl * 2 + l.delay + l.ttl;
@@ -151,15 +151,21 @@ async fn wait_running_any(w: &LockWorld, n: usize) -> StepResult {
     }
 }
 
-fn lease_of_any(w: &LockWorld, n: usize) -> Result<super::renew::Lease, String> {
-    let mut last = Err(String::new());
-    for i in 0..n {
-        last = lease(w, &label(i));
-        if last.is_ok() {
-            return last;
-        }
-    }
-    last
+/// The TTL and delay the first holder got; the server's defaults if none got a lock.
+fn lease_of_any(w: &LockWorld) -> Result<super::renew::Lease, String> {
+    let ex = w.scene()?.exchanges();
+    let server = &w.config().server;
+    let acq = ex
+        .iter()
+        .find(|e| e.operation == Operation::Acquire && e.succeeded());
+    Ok(super::renew::Lease {
+        ttl: acq
+            .and_then(super::granted_ttl)
+            .unwrap_or_else(|| server.ttl_default()),
+        delay: acq
+            .and_then(super::granted_delay)
+            .unwrap_or_else(|| server.delay_default()),
+    })
 }
 
 #[when("two clients run and the first holds the lock")]
@@ -183,7 +189,7 @@ async fn two_clients(w: &mut LockWorld) -> StepResult {
 
 #[when("the server restarts, losing its lock timers, and is down for a TTL")]
 async fn restart(w: &mut LockWorld) -> StepResult {
-    let l = lease(w, CLIENT)?;
+    let l = lease(w, CLIENT).await?;
     let server = w
         .scene()?
         .server
@@ -290,7 +296,7 @@ fn attach_timeline(w: &LockWorld, svg: String) {
 
 #[then("the timing advice shows no window in which two copies could run")]
 async fn advice(w: &mut LockWorld) -> StepResult {
-    let l = lease(w, CLIENT)?;
+    let l = lease(w, CLIENT).await?;
     let stop_on_client_after = w.config().stop_on_client_after.unwrap_or_default();
     let scene = w.scene()?;
     let ex = scene.exchanges();

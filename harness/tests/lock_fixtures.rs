@@ -1,0 +1,191 @@
+//! Runs the lock client suite against the reference client lock-sidecar, correct, with each
+//! fault switch of fixtures/lock, and with each variant, and checks every verdict exactly.
+//!
+//! A fixture's `expect.toml` names the switches, the pattern (`shim`, the default, or
+//! `sidecar`) and extra harness arguments. Every run uses the command lines README gives.
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::{Expect, fixture_dirs, root, run_and_check, unproven_must_clauses};
+
+fn lock_sidecar() -> PathBuf {
+    support::workspace_bin("lock-sidecar")
+}
+
+/// The client's timing on the fast profile: TTL and lock delay 1 s, give up after 2 s.
+const CLIENT_FLAGS: &str = "--path {path} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms";
+
+fn args(expect: &Expect) -> Vec<String> {
+    let switches: Vec<String> = expect
+        .faults
+        .iter()
+        .map(|f| format!("--fault {f}"))
+        .chain(expect.variants.iter().map(|v| format!("--variant {v}")))
+        .collect();
+    let bin = lock_sidecar().display().to_string();
+    let mut client = format!("{bin} {CLIENT_FLAGS}");
+    for s in &switches {
+        client.push(' ');
+        client.push_str(s);
+    }
+    let mut args = vec!["lock".to_string()];
+    if expect.pattern.as_deref() == Some("sidecar") {
+        args.extend([
+            "--sidecar".into(),
+            format!("{client} --sentinel {{sentinel}}"),
+        ]);
+    } else {
+        args.extend(["--client".into(), format!("{client} -- {{protected}}")]);
+    }
+    args.extend(
+        [
+            "--give-up",
+            "2s",
+            "--stop-on-client-after",
+            "1s",
+            "--profile",
+            "fast",
+        ]
+        .map(String::from),
+    );
+    args.extend(expect.args.iter().cloned());
+    args
+}
+
+#[test]
+fn reference_lock_sidecar_passes_every_clause() {
+    let expect = Expect {
+        description: "reference lock-sidecar (shim)".into(),
+        ..Expect::default()
+    };
+    let dir = root().join("reference-plugins/lock-sidecar");
+    run_and_check(&dir, &args(&expect), &expect, "lock-sidecar");
+}
+
+fn fixture(name: &str) {
+    let dir = root().join("fixtures/lock").join(name);
+    let expect = Expect::load(&dir);
+    run_and_check(&dir, &args(&expect), &expect, name);
+}
+
+/// One test per fixture directory; `every_fixture_is_listed` keeps this list complete.
+macro_rules! fixtures {
+    ($($name:ident => $dir:literal),* $(,)?) => {
+        const LISTED: &[&str] = &[$($dir),*];
+        $(
+            #[test]
+            fn $name() {
+                fixture($dir);
+            }
+        )*
+    };
+}
+
+fixtures! {
+    ignores_conflict => "ignores-conflict",
+    ignores_namespace => "ignores-namespace",
+    ignores_sigint => "ignores-sigint",
+    ignores_sigterm => "ignores-sigterm",
+    keeps_child => "keeps-child",
+    malformed_release => "malformed-release",
+    never_gives_up => "never-gives-up",
+    never_releases => "never-releases",
+    renews_late => "renews-late",
+    retries_forever_403 => "retries-forever-403",
+    sidecar_keeps_child => "sidecar-keeps-child",
+    starts_before_acquire => "starts-before-acquire",
+    ttl_as_number => "ttl-as-number",
+    variant_exit_1 => "variant-exit-1",
+    variant_renew_0_7 => "variant-renew-0.7",
+    variant_sidecar => "variant-sidecar",
+    variant_task_api => "variant-task-api",
+}
+
+#[test]
+fn every_fixture_is_listed() {
+    let dirs = fixture_dirs("lock");
+    let listed: std::collections::BTreeSet<String> = LISTED.iter().map(|s| s.to_string()).collect();
+    assert_eq!(dirs, listed, "fixtures/lock and this file's list differ");
+}
+
+#[test]
+fn every_must_clause_is_failed_by_some_fixture() {
+    let missing = unproven_must_clauses("lock", LISTED);
+    assert!(missing.is_empty(), "no fixture fails: {missing:?}");
+}
+
+/// Every fault switch of lock-sidecar has a fixture that turns it on.
+#[test]
+fn every_fault_switch_has_a_fixture() {
+    let out = std::process::Command::new(lock_sidecar())
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let values = help
+        .split("--fault <NAME>")
+        .nth(1)
+        .and_then(|s| s.split("[possible values: ").nth(1))
+        .and_then(|s| s.split(']').next())
+        .unwrap_or_else(|| panic!("no fault list in --help: {help}"));
+    let mut used = std::collections::BTreeSet::new();
+    for dir in LISTED {
+        used.extend(Expect::load(&root().join("fixtures/lock").join(dir)).faults);
+    }
+    for fault in values.split(',').map(str::trim) {
+        assert!(used.contains(fault), "no fixture turns on --fault {fault}");
+    }
+}
+
+/// The campaign finds the client that keeps its protected process after losing the lock,
+/// and the report carries the timeline, the overlapping window and the seed.
+#[test]
+fn keeps_child_campaign_draws_the_timeline() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("run.json");
+    let expect = Expect {
+        faults: vec!["keeps-child".into()],
+        ..Expect::default()
+    };
+    let mut a = args(&expect);
+    a.extend([
+        "--tags".into(),
+        "@LOCK-SINGLETON".into(),
+        "--seed".into(),
+        "11".into(),
+    ]);
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .args(&a)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(1), "{status:?}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let case = record["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["clause"] == "LOCK-SINGLETON")
+        .expect("the case");
+    let reason = case["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("violation"), "{reason}");
+    assert!(reason.contains("seed 11"), "{reason}");
+    assert!(reason.contains("unreachable"), "{reason}");
+    let svg = case["attachments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["media_type"] == "image/svg+xml")
+        .unwrap_or_else(|| panic!("no SVG attachment: {case}"));
+    assert!(
+        svg["content"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("<svg"),
+        "{svg}"
+    );
+}
