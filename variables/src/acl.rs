@@ -23,6 +23,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::error::Error;
+use crate::faults::{Fault, Faults};
 
 /// A variables path capability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -329,7 +330,7 @@ impl AclConfig {
 
     /// Resolves the secret sent with a request (`""` = anonymous). `None` means the token is
     /// unknown, which Nomad answers with 403 "Permission denied".
-    pub(crate) fn resolve(&self, secret: &str) -> Option<Caller> {
+    pub(crate) fn resolve(&self, secret: &str, faults: &Faults) -> Option<Caller> {
         if !self.enabled {
             return Some(Caller::all());
         }
@@ -348,7 +349,7 @@ impl AclConfig {
             .filter_map(|name| self.policies.iter().find(|p| &p.name == name))
             .collect();
         Some(Caller {
-            acl: Some(CompiledAcl::compile(&chosen)),
+            acl: Some(CompiledAcl::compile(&chosen, faults)),
             claim,
         })
     }
@@ -365,6 +366,36 @@ struct CapSet(u8);
 impl CapSet {
     fn has(self, cap: Capability) -> bool {
         self.0 & cap.bit() != 0
+    }
+
+    /// Per-rule expansion, changed by the capability faults.
+    fn expand_with(caps: &[Capability], faults: &Faults) -> Self {
+        if faults.is_empty() {
+            return Self::expand(caps);
+        }
+        let caps: Vec<Capability> = if faults.has(Fault::DenyFallsThrough) {
+            caps.iter()
+                .copied()
+                .filter(|c| *c != Capability::Deny)
+                .collect()
+        } else {
+            caps.to_vec()
+        };
+        if caps.contains(&Capability::Deny) {
+            return Self(Capability::Deny.bit());
+        }
+        let mut set = caps.iter().fold(0, |acc, c| acc | c.bit());
+        let has = |set: u8, c: Capability| set & c.bit() != 0;
+        if has(set, Capability::Read) && !faults.has(Fault::ReadNotList) {
+            set |= Capability::List.bit();
+        }
+        if has(set, Capability::Read) && faults.has(Fault::ReadGrantsWrite) {
+            set |= Capability::Write.bit();
+        }
+        if has(set, Capability::Write) && faults.has(Fault::WriteImpliesRead) {
+            set |= Capability::Read.bit() | Capability::List.bit();
+        }
+        Self(set)
     }
 
     /// Per-rule expansion (`expandVariablesCapabilities`).
@@ -388,21 +419,30 @@ pub(crate) struct CompiledAcl {
     exact: HashMap<String, CapSet>,
     /// Glob rules keyed by `ns\0path`, walked in byte order like Nomad's radix tree.
     globs: BTreeMap<String, CapSet>,
+    /// Misbehaviours of a faulty server (none on a reference server).
+    faults: Faults,
 }
 
 impl CompiledAcl {
-    fn compile(policies: &[&Policy]) -> Self {
-        let mut acl = Self::default();
+    fn compile(policies: &[&Policy], faults: &Faults) -> Self {
+        let mut acl = Self {
+            faults: faults.clone(),
+            ..Self::default()
+        };
         for policy in policies {
             for ns in &policy.namespaces {
                 for rule in ns.variables.iter().flatten() {
                     let key = format!("{}\0{}", ns.name, rule.path);
+                    let set = CapSet::expand_with(&rule.capabilities, faults);
+                    if set.0 == 0 && faults.has(Fault::DenyFallsThrough) {
+                        continue; // the rule only denied: it no longer matches
+                    }
                     let target = if ns.name.contains('*') || rule.path.contains('*') {
                         acl.globs.entry(key).or_default()
                     } else {
                         acl.exact.entry(key).or_default()
                     };
-                    target.0 |= CapSet::expand(&rule.capabilities).0;
+                    target.0 |= set.0;
                 }
             }
         }
@@ -416,18 +456,40 @@ impl CompiledAcl {
         claim: Option<&WorkloadClaim>,
     ) -> Option<CapSet> {
         let key = format!("{namespace}\0{path}");
+        let faults = &self.faults;
+        if faults.has(Fault::GlobsBeforeExact)
+            && let Some(set) = self.closest_glob(&key)
+        {
+            return Some(set);
+        }
         if let Some(set) = self.exact.get(&key) {
             return Some(*set);
         }
         if let Some(claim) = claim
             && claim.namespace == namespace
-            && workload_path(claim, path)
+            && (workload_path(claim, path)
+                || (faults.has(Fault::WorkloadPrefix)
+                    && path.starts_with(&format!("nomad/jobs/{}/", claim.job))))
         {
             return Some(WORKLOAD_SET);
         }
-        self.globs
-            .iter()
-            .filter(|(glob, _)| glob_match(glob, &key))
+        self.closest_glob(&key)
+    }
+
+    /// `findClosestMatchingGlob` (or what the glob faults make of it).
+    fn closest_glob(&self, key: &str) -> Option<CapSet> {
+        let no_slash = self.faults.has(Fault::GlobNoSlash);
+        let mut matching = self.globs.iter().filter(|(glob, _)| {
+            if no_slash {
+                glob_match_no_slash(glob.as_bytes(), key.as_bytes())
+            } else {
+                glob_match(glob, key)
+            }
+        });
+        if self.faults.has(Fault::FirstGlobWins) {
+            return matching.next().map(|(_, set)| *set);
+        }
+        matching
             .map(|(glob, set)| {
                 let stars = glob.bytes().filter(|b| *b == b'*').count() as i64;
                 (key.len() as i64 - glob.len() as i64 + stars, glob, *set)
@@ -446,6 +508,19 @@ fn workload_path(claim: &WorkloadClaim, path: &str) -> bool {
         || rest == format!("/{}", claim.job)
         || rest == format!("/{}/{}", claim.job, claim.group)
         || rest == format!("/{}/{}/{}", claim.job, claim.group, claim.task)
+}
+
+/// A glob whose `*` does not match `/` (the `glob-no-slash` fault).
+fn glob_match_no_slash(pattern: &[u8], subject: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => subject.is_empty(),
+        Some((b'*', rest)) => (0..=subject.len())
+            .take_while(|&n| n == 0 || subject[n - 1] != b'/')
+            .any(|n| glob_match_no_slash(rest, &subject[n..])),
+        Some((c, rest)) => subject
+            .split_first()
+            .is_some_and(|(s, tail)| s == c && glob_match_no_slash(rest, tail)),
+    }
 }
 
 /// `*` glob over bytes, anchored at both ends, `*` matching any run including empty.
@@ -515,7 +590,7 @@ mod tests {
     fn caller(policies: &[Policy], claim: Option<WorkloadClaim>) -> Caller {
         let refs: Vec<&Policy> = policies.iter().collect();
         Caller {
-            acl: Some(CompiledAcl::compile(&refs)),
+            acl: Some(CompiledAcl::compile(&refs, &Faults::none())),
             claim,
         }
     }
@@ -663,17 +738,21 @@ mod tests {
             anonymous_policies: vec!["anon".into()],
             ..acl
         };
-        assert!(acl.resolve("unknown").is_none());
-        assert!(acl.resolve("root").unwrap().is_management());
-        let client = acl.resolve("client").unwrap();
+        assert!(acl.resolve("unknown", &Faults::none()).is_none());
+        assert!(
+            acl.resolve("root", &Faults::none())
+                .unwrap()
+                .is_management()
+        );
+        let client = acl.resolve("client", &Faults::none()).unwrap();
         assert!(client.allows("default", "a", Write, false));
         assert!(!client.allows("default", "public", Read, false));
-        let anon = acl.resolve("").unwrap();
+        let anon = acl.resolve("", &Faults::none()).unwrap();
         assert!(anon.allows("default", "public", Read, false));
         assert!(!anon.allows("default", "a", Read, false));
         assert!(
             AclConfig::disabled()
-                .resolve("whatever")
+                .resolve("whatever", &Faults::none())
                 .unwrap()
                 .is_management()
         );

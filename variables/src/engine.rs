@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::acl::{AclConfig, Caller, Capability};
 use crate::clock::Clock;
+use crate::faults::{Fault, Faults};
 use crate::history::{History, LockEventKind};
 use crate::locks::LockTimers;
 use crate::profile::{Profile, nanos};
@@ -109,6 +110,10 @@ pub(crate) struct Engine {
     pub core: Mutex<Core>,
     pub acl: RwLock<AclConfig>,
     pub history: Mutex<History>,
+    /// Misbehaviours for the conformance suite's own tests (none on a reference server).
+    pub faults: Faults,
+    /// What the ACL and namespace APIs keep beside the ACL configuration.
+    pub admin: Mutex<crate::admin::AdminState>,
 }
 
 /// Locks a mutex even if a panicking thread poisoned it.
@@ -130,15 +135,26 @@ impl Engine {
             core: Mutex::new(Core::default()),
             acl: RwLock::new(acl),
             history: Mutex::new(History::default()),
+            faults: Faults::none(),
+            admin: Mutex::new(crate::admin::AdminState::default()),
         }
+    }
+
+    /// Whether the server runs with `fault`.
+    pub(crate) fn has(&self, fault: Fault) -> bool {
+        self.faults.has(fault)
     }
 
     /// Resolves a token; `None` for an unknown token with ACLs on.
     pub(crate) fn caller(&self, secret: &str) -> Option<Caller> {
-        self.acl
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .resolve(secret)
+        let acl = self.acl.read().unwrap_or_else(PoisonError::into_inner);
+        if self.has(Fault::AnonymousManagement)
+            && acl.enabled
+            && (secret.is_empty() || !acl.knows(secret))
+        {
+            return Some(Caller::all());
+        }
+        acl.resolve(secret, &self.faults)
     }
 
     pub(crate) fn record(&self, namespace: &str, path: &str, kind: LockEventKind) {
@@ -154,13 +170,17 @@ impl Engine {
         request_namespace: &str,
         caller: &Caller,
     ) -> Result<ApplyOutcome, HttpError> {
-        if var.metadata.namespace.is_empty() {
+        if var.metadata.namespace.is_empty() || self.has(Fault::NamespaceIgnored) {
             var.metadata.namespace = request_namespace.to_string();
         }
         let namespace = var.metadata.namespace.clone();
         let path = var.metadata.path.clone();
         let needed = match op {
+            Op::Delete | Op::DeleteCas(_) if self.has(Fault::DestroyNeedsWrite) => {
+                Capability::Write
+            }
             Op::Delete | Op::DeleteCas(_) => Capability::Destroy,
+            Op::LockAcquire | Op::LockRelease if self.has(Fault::LockNeedsRead) => Capability::Read,
             _ => Capability::Write,
         };
         if !caller.allows(&namespace, &path, needed, false) {
@@ -169,7 +189,7 @@ impl Engine {
         self.canonicalize_and_validate(op, &mut var)?;
         let can_read = caller.allows(&namespace, &path, Capability::Read, false);
         let request_lock = var.metadata.lock.clone();
-        let items = var.items.clone().unwrap_or_default();
+        let mut items = var.items.clone().unwrap_or_default();
         let now = self.clock.unix_nanos();
         let stored = Variable {
             metadata: VariableMetadata {
@@ -187,12 +207,34 @@ impl Engine {
             .get(&namespace, &path)
             .and_then(|v| v.metadata.lock.clone());
         let request_id = request_lock.as_ref().map(|l| l.id.clone());
+        let mut stored = stored;
+        self.fault_before_write(&mut core, op, &mut stored, &mut items, held.as_ref());
         let result = match op {
             Op::Set => core.store.set(index, stored),
+            Op::Cas(_) | Op::DeleteCas(_) if self.has(Fault::CasIgnored) => match op {
+                Op::Cas(_) => core.store.set(index, stored),
+                _ => core.store.delete(index, &namespace, &path),
+            },
             Op::Cas(cas) => core.store.set_cas(index, stored, cas),
+            Op::Delete if self.has(Fault::DeleteKeeps) => StateResult::Ok(None),
             Op::Delete => core.store.delete(index, &namespace, &path),
             Op::DeleteCas(cas) => core.store.delete_cas(index, &namespace, &path, cas),
             Op::LockAcquire => core.store.lock_acquire(index, stored),
+            Op::LockRelease if self.has(Fault::ReleaseKeepsLock) => {
+                match core.store.get(&namespace, &path) {
+                    Some(v) if v.metadata.lock.is_some() => {
+                        let mut meta = v.metadata.clone();
+                        meta.lock = None;
+                        StateResult::Ok(Some(meta))
+                    }
+                    _ => core
+                        .store
+                        .lock_release(index, &namespace, &path, request_id.as_deref()),
+                }
+            }
+            Op::LockRelease if self.has(Fault::ReleaseIgnoresId) => {
+                core.store.lock_release(index, &namespace, &path, None)
+            }
             Op::LockRelease => {
                 core.store
                     .lock_release(index, &namespace, &path, request_id.as_deref())
@@ -334,7 +376,7 @@ impl Engine {
         match op {
             Op::LockAcquire => {
                 let lock = var.metadata.lock.get_or_insert_with(VariableLock::default);
-                canonicalize_lock(lock, profile);
+                canonicalize_lock(lock, profile, self.has(Fault::DefaultTtlMin));
                 if var.metadata.namespace == "*" {
                     return Err(HttpError::wrapped(&multierror(&[WILDCARD_NAMESPACE])));
                 }
@@ -342,8 +384,8 @@ impl Engine {
                 if validate::items_size(&items) > profile.max_variable_size {
                     return Err(HttpError::wrapped(SIZE_LIMIT));
                 }
-                validate::validate_path(&var.metadata.path).map_err(|m| HttpError::wrapped(&m))?;
-                validate_lock(lock, profile).map_err(|m| HttpError::wrapped(&m))
+                self.check_path(&var.metadata.path)?;
+                self.check_lock(lock)
             }
             Op::Set | Op::Cas(_) => {
                 if let Some(lock) = &var.metadata.lock
@@ -354,21 +396,21 @@ impl Engine {
                     ));
                 }
                 if let Some(lock) = var.metadata.lock.as_mut() {
-                    canonicalize_lock(lock, profile);
+                    canonicalize_lock(lock, profile, self.has(Fault::DefaultTtlMin));
                 }
                 if var.metadata.namespace == "*" {
                     return Err(HttpError::wrapped(WILDCARD_NAMESPACE));
                 }
                 let items = var.items.clone().unwrap_or_default();
-                if items.is_empty() {
+                if items.is_empty() && !self.has(Fault::EmptyItemsAccepted) {
                     return Err(HttpError::wrapped("empty variables are invalid"));
                 }
                 if validate::items_size(&items) > profile.max_variable_size {
                     return Err(HttpError::wrapped(SIZE_LIMIT));
                 }
-                validate::validate_path(&var.metadata.path).map_err(|m| HttpError::wrapped(&m))?;
+                self.check_path(&var.metadata.path)?;
                 match &var.metadata.lock {
-                    Some(lock) => validate_lock(lock, profile).map_err(|m| HttpError::wrapped(&m)),
+                    Some(lock) => self.check_lock(lock),
                     None => Ok(()),
                 }
             }
@@ -392,6 +434,74 @@ impl Engine {
         }
     }
 
+    /// `ValidatePath`, unless the `path-unchecked` fault is on.
+    fn check_path(&self, path: &str) -> Result<(), HttpError> {
+        if self.has(Fault::PathUnchecked) {
+            return Ok(());
+        }
+        validate::validate_path(path).map_err(|m| HttpError::wrapped(&m))
+    }
+
+    /// `VariableLock.Validate`; the `ttl-unchecked` fault keeps only the sign check.
+    fn check_lock(&self, lock: &VariableLock) -> Result<(), HttpError> {
+        if self.has(Fault::TtlUnchecked) {
+            let unbounded = Profile {
+                lock_ttl_min: std::time::Duration::ZERO,
+                lock_ttl_max: std::time::Duration::MAX,
+                ..self.profile.clone()
+            };
+            return validate_lock(lock, &unbounded).map_err(|m| HttpError::wrapped(&m));
+        }
+        validate_lock(lock, &self.profile).map_err(|m| HttpError::wrapped(&m))
+    }
+
+    /// What the write faults change before the state operation: merged items, a lock taken
+    /// over, a lock ignored by a plain write or delete.
+    fn fault_before_write(
+        &self,
+        core: &mut Core,
+        op: Op,
+        stored: &mut Variable,
+        items: &mut std::collections::BTreeMap<String, String>,
+        held: Option<&VariableLock>,
+    ) {
+        if self.faults.is_empty() {
+            return;
+        }
+        let (namespace, path) = (
+            stored.metadata.namespace.clone(),
+            stored.metadata.path.clone(),
+        );
+        let request_id = stored.metadata.lock.as_ref().map(|l| l.id.clone());
+        match op {
+            Op::Set | Op::Cas(_) if self.has(Fault::SetMergesItems) => {
+                if let Some(existing) = core.store.get(&namespace, &path) {
+                    let mut merged = existing.items.clone();
+                    merged.extend(stored.items.clone());
+                    stored.items = merged.clone();
+                    *items = merged;
+                }
+            }
+            _ => {}
+        }
+        let Some(held) = held else { return };
+        let foreign = request_id.as_deref() != Some(held.id.as_str());
+        let clear = match op {
+            Op::LockAcquire => foreign && self.has(Fault::AcquireSteals),
+            Op::Delete | Op::DeleteCas(_) => self.has(Fault::LockedWritable),
+            Op::Set | Op::Cas(_) if foreign && self.has(Fault::LockedWritable) => {
+                // Written as if the request carried the held lock.
+                stored.metadata.lock = Some(held.clone());
+                false
+            }
+            _ => false,
+        };
+        if clear {
+            let index = core.store.next_index();
+            core.store.lock_release(index, &namespace, &path, None);
+        }
+    }
+
     /// Nomad's `Variables.Read`: the variable (if any) and the index to report.
     pub(crate) fn read(
         &self,
@@ -404,12 +514,20 @@ impl Engine {
         }
         let core = lock(&self.core);
         Ok(match core.store.get(namespace, path) {
+            Some(var) if var.metadata.lock.is_some() && self.has(Fault::LockedUnreadable) => {
+                return Err(HttpError::new(409, "variable is locked"));
+            }
             Some(var) => {
                 let mut meta = var.metadata.clone();
                 if !caller.is_management() {
                     meta.lock = None;
                 }
-                (Some(variable_json(&meta, &var.items)), meta.modify_index)
+                let items = if self.has(Fault::ReadDropsItems) {
+                    Default::default()
+                } else {
+                    var.items.clone()
+                };
+                (Some(variable_json(&meta, &items)), meta.modify_index)
             }
             None => (None, core.store.table_index()),
         })
@@ -422,7 +540,7 @@ impl Engine {
             .store
             .all()
             .filter(|v| namespace == "*" || v.metadata.namespace == namespace)
-            .filter(|v| v.metadata.path.starts_with(prefix))
+            .filter(|v| v.metadata.path.starts_with(prefix) || self.has(Fault::ListIgnoresPrefix))
             .filter(|v| {
                 caller.allows(
                     &v.metadata.namespace,
@@ -450,7 +568,12 @@ impl Engine {
         lock_id: &str,
         caller: &Caller,
     ) -> Result<Value, HttpError> {
-        if !caller.allows(namespace, path, Capability::Write, false) {
+        let needed = if self.has(Fault::LockNeedsRead) {
+            Capability::Read
+        } else {
+            Capability::Write
+        };
+        if !caller.allows(namespace, path, needed, false) {
             return Err(HttpError::denied());
         }
         if lock_id.is_empty() {
@@ -461,7 +584,10 @@ impl Engine {
             None => Err(HttpError::new(404, "variable doesn't exist")),
             Some(var) => match &var.metadata.lock {
                 None => Err(HttpError::new(409, "variable doesn't hold a lock")),
-                Some(held) if held.id != lock_id => {
+                Some(_) if self.has(Fault::RenewRefused) => {
+                    Err(HttpError::new(409, "attempting to modify locked variable"))
+                }
+                Some(held) if held.id != lock_id && !self.has(Fault::RenewIgnoresId) => {
                     Err(HttpError::new(409, "attempting to modify locked variable"))
                 }
                 Some(held) => {
@@ -489,8 +615,9 @@ impl Engine {
     }
 }
 
-/// `VariableLock.Canonicalize`: new ID, default delay, default TTL.
-fn canonicalize_lock(lock: &mut VariableLock, profile: &Profile) {
+/// `VariableLock.Canonicalize`: new ID, default delay, default TTL (the shortest one with the
+/// `default-ttl-min` fault).
+fn canonicalize_lock(lock: &mut VariableLock, profile: &Profile, default_ttl_min: bool) {
     if lock.id.is_empty() {
         lock.id = uuid::Uuid::new_v4().to_string();
     }
@@ -498,7 +625,11 @@ fn canonicalize_lock(lock: &mut VariableLock, profile: &Profile) {
         lock.lock_delay_nanos = nanos(profile.lock_delay_default);
     }
     if lock.ttl_nanos == 0 {
-        lock.ttl_nanos = nanos(profile.lock_ttl_default);
+        lock.ttl_nanos = nanos(if default_ttl_min {
+            profile.lock_ttl_min
+        } else {
+            profile.lock_ttl_default
+        });
     }
 }
 

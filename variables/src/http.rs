@@ -16,6 +16,7 @@
 //!   on renew; GET and list also send `X-Nomad-KnownLeader` and `X-Nomad-LastContact`;
 //! - like Go's `ServeMux`, a non-canonical path (`//`, `.`, `..`) is answered with a 301 to the
 //!   cleaned path, and `/v1/var` with a 301 to `/v1/var/`;
+//! - `/v1/acl/...` and `/v1/namespace...` go to the ACL and namespace APIs ([`crate::admin`]);
 //! - on the Task API socket every request needs a token: none gives 401 "Unauthorized", an
 //!   unknown one (with ACLs on) 403 "Forbidden"; the anonymous policy is never used.
 
@@ -29,7 +30,9 @@ use axum::response::Response;
 use axum::routing::any;
 use serde_json::Value;
 
+use crate::admin::Answer;
 use crate::engine::{ApplyOutcome, Engine, HttpError, Op, lock};
+use crate::faults::Fault;
 use crate::history::{RequestRecord, excerpt};
 use crate::wire::{RequestVariable, decode_body};
 
@@ -368,6 +371,12 @@ fn dispatch(
         Reply::redirect(with_query("/v1/var/".to_string()), method)
     } else if let Some(var_path) = path.strip_prefix("/v1/var/") {
         request.variable(var_path)
+    } else if let Some(answer) = app.engine.admin(method, &path, token, body) {
+        match answer {
+            Answer::Json(status, value) => Reply::json(status, value),
+            Answer::Text(status, message) => Reply::text(status, message),
+            Answer::Written(index) => Reply::empty(200).with_index(index),
+        }
     } else {
         Reply::text(404, "404 page not found\n")
     }
@@ -390,6 +399,14 @@ enum LockFlag {
 }
 
 impl Ctx<'_> {
+    /// `parseNamespace` (always `default` with the `namespace-ignored` fault).
+    fn namespace(&self) -> String {
+        if self.engine.has(Fault::NamespaceIgnored) {
+            return "default".to_string();
+        }
+        self.query.namespace()
+    }
+
     /// `VariablesListRequest`.
     fn list(&self) -> Reply {
         if self.method != Method::GET {
@@ -398,9 +415,9 @@ impl Ctx<'_> {
         let Some(caller) = self.engine.caller(self.token) else {
             return Reply::text(403, "Permission denied");
         };
-        let (items, index) =
-            self.engine
-                .list(&self.query.namespace(), self.query.get("prefix"), &caller);
+        let (items, index) = self
+            .engine
+            .list(&self.namespace(), self.query.get("prefix"), &caller);
         Reply::json(200, items).with_query_meta(index)
     }
 
@@ -467,16 +484,19 @@ impl Ctx<'_> {
             .engine
             .caller(self.token)
             .ok_or_else(|| HttpError::new(403, "Permission denied"))?;
-        self.engine.apply(op, var, &self.query.namespace(), &caller)
+        self.engine.apply(op, var, &self.namespace(), &caller)
     }
 
     fn read(&self, path: &str) -> Reply {
         let Some(caller) = self.engine.caller(self.token) else {
             return Reply::text(403, "Permission denied");
         };
-        match self.engine.read(&self.query.namespace(), path, &caller) {
+        match self.engine.read(&self.namespace(), path, &caller) {
             Err(err) => Reply::error(err),
             Ok((Some(body), index)) => Reply::json(200, body).with_query_meta(index),
+            Ok((None, index)) if self.engine.has(Fault::MissingIs200) => {
+                Reply::json(200, Value::Null).with_query_meta(index)
+            }
             Ok((None, index)) => Reply::text(404, "variable not found").with_query_meta(index),
         }
     }
@@ -487,7 +507,9 @@ impl Ctx<'_> {
             Ok(var) => var,
             Err(message) => return Reply::text(400, message),
         };
-        if var.items.as_ref().is_none_or(|items| items.is_empty()) {
+        if var.items.as_ref().is_none_or(|items| items.is_empty())
+            && !self.engine.has(Fault::EmptyItemsAccepted)
+        {
             return Reply::text(400, "variable missing required Items object");
         }
         var.metadata.path = path.to_string();
@@ -497,6 +519,9 @@ impl Ctx<'_> {
             Err(reply) => return reply,
         };
         match self.apply(op, var) {
+            Ok(ApplyOutcome::Output { index, .. }) if self.engine.has(Fault::SetAnswersEmpty) => {
+                Reply::empty(200).with_index(index)
+            }
             Ok(ApplyOutcome::Output { body, index }) => {
                 Reply::json(200, body.unwrap_or(Value::Null)).with_index(index)
             }
@@ -534,7 +559,14 @@ impl Ctx<'_> {
         var.metadata.path = path.to_string();
         match self.apply(op, var) {
             Ok(ApplyOutcome::Output { body, index }) => {
-                Reply::json(200, body.unwrap_or(Value::Null)).with_index(index)
+                let mut body = body.unwrap_or(Value::Null);
+                if op == Op::LockAcquire
+                    && self.engine.has(Fault::AcquireNoId)
+                    && let Some(map) = body.as_object_mut()
+                {
+                    map.remove("Lock");
+                }
+                Reply::json(200, body).with_index(index)
             }
             Ok(ApplyOutcome::Conflict { body, .. }) => Reply::json(409, body),
             Err(err) => Reply::error(err).with_index(0),
@@ -553,7 +585,7 @@ impl Ctx<'_> {
         };
         match self
             .engine
-            .renew(&self.query.namespace(), path, &lock_id, &caller)
+            .renew(&self.namespace(), path, &lock_id, &caller)
         {
             Ok(body) => Reply::json(200, body),
             Err(err) => Reply::error(err),

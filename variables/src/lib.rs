@@ -6,7 +6,11 @@
 //! the leader's 2 × TTL timer, the lock delay, 409 conflicts, locked variables refusing writes
 //! and deletes) and Variables ACLs (capabilities, exact rule first, workload-identity paths,
 //! closest glob). Everything observable is recorded for checkers: lock events with monotonic
-//! and wall-clock times, and the HTTP exchanges.
+//! and wall-clock times, and the HTTP exchanges. Tools set it up over HTTP as they would set
+//! up Nomad: the ACL policy and token APIs and the namespace API answer too.
+//!
+//! [`Fault`]s make a server break one rule on purpose; the conformance suite's own tests use
+//! them to check that `nomad-conform variables` notices. A server with a fault is no reference.
 //!
 //! The facts come from `shared/contracts/locks-and-variables.md` (sections B.2, B.3, B.6, C,
 //! D), which reads them from `hashicorp/nomad`; each module says which part it implements.
@@ -23,14 +27,17 @@
 //! ```
 
 mod acl;
+mod admin;
 mod clock;
 mod engine;
 mod error;
+mod faults;
 mod godur;
 mod history;
 mod http;
 mod locks;
 mod profile;
+mod rules;
 mod server;
 mod store;
 mod validate;
@@ -42,6 +49,7 @@ pub use acl::{
 pub use clock::{Clock, Sleep, TokioClock};
 pub use engine::ReleaseErrorMode;
 pub use error::Error;
+pub use faults::{Fault, Faults};
 pub use godur::{format as format_go_duration, parse as parse_go_duration};
 pub use history::{LockEvent, LockEventKind, RequestRecord};
 pub use locks::TimerInfo;

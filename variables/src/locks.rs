@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::task::AbortHandle;
 
 use crate::engine::{Core, Engine, lock};
+use crate::faults::Fault;
 use crate::history::LockEventKind;
 use crate::store::StateResult;
 use crate::wire::VariableLock;
@@ -124,7 +125,19 @@ impl Engine {
     }
 
     fn ttl_timer_length(&self, ttl: Duration) -> Duration {
+        if self.has(Fault::EarlyExpiry) {
+            return ttl / 2;
+        }
         ttl.saturating_mul(self.profile.ttl_timer_multiplier)
+    }
+
+    /// The lock delay that follows an expiry (none with the delay faults).
+    fn effective_delay(&self, delay: Duration) -> Duration {
+        if self.has(Fault::EarlyExpiry) || self.has(Fault::NoLockDelay) {
+            Duration::ZERO
+        } else {
+            delay
+        }
     }
 
     fn spawn_ttl_task(
@@ -136,7 +149,11 @@ impl Engine {
         let engine = Arc::clone(self);
         let id = lock_id.to_string();
         let sleep = self.clock.sleep(after);
+        let never = self.has(Fault::NoExpiry);
         tokio::spawn(async move {
+            if never {
+                std::future::pending::<()>().await;
+            }
             sleep.await;
             engine.on_ttl_fired(&id, generation);
         })
@@ -178,6 +195,9 @@ impl Engine {
         let Some(timer) = core.timers.ttl.get_mut(&held.id) else {
             return false;
         };
+        if self.has(Fault::RenewNoReset) {
+            return true;
+        }
         timer.task.abort();
         timer.generation = generation;
         timer.deadline = self.deadline_after(length);
@@ -208,7 +228,8 @@ impl Engine {
         };
         let key = core.timers.next();
         let engine = Arc::clone(self);
-        let sleep = self.clock.sleep(timer.lock_delay);
+        let lock_delay = self.effective_delay(timer.lock_delay);
+        let sleep = self.clock.sleep(lock_delay);
         let task = tokio::spawn(async move {
             sleep.await;
             engine.on_delay_over(key);
@@ -220,7 +241,7 @@ impl Engine {
                 lock_id: lock_id.to_string(),
                 namespace: timer.namespace.clone(),
                 path: timer.path.clone(),
-                deadline: self.deadline_after(timer.lock_delay),
+                deadline: self.deadline_after(lock_delay),
                 task,
             },
         );
@@ -268,6 +289,21 @@ impl Engine {
         let ids = core.timers.drop_all();
         self.record("", "", LockEventKind::TimersLost { lock_ids: ids });
         drop(core);
+    }
+
+    /// Clears every lock from state (the `restart-drops-locks` fault).
+    pub(crate) fn drop_all_locks(&self) {
+        let mut core = lock(&self.core);
+        let locked: Vec<(String, String)> = core
+            .store
+            .all()
+            .filter(|v| v.metadata.lock.is_some())
+            .map(|v| (v.metadata.namespace.clone(), v.metadata.path.clone()))
+            .collect();
+        for (namespace, path) in locked {
+            let index = core.store.next_index();
+            core.store.lock_release(index, &namespace, &path, None);
+        }
     }
 
     /// `restoreLockTTLTimers`: a fresh 2 × TTL timer for every lock in state.

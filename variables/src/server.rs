@@ -21,6 +21,7 @@ use crate::acl::{AclConfig, Policy, Token};
 use crate::clock::{Clock, TokioClock};
 use crate::engine::{Engine, ReleaseErrorMode, lock};
 use crate::error::Error;
+use crate::faults::{Fault, Faults};
 use crate::history::{LockEvent, RequestRecord};
 use crate::http::{ListenerKind, router};
 use crate::locks::TimerInfo;
@@ -59,6 +60,9 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
     /// Status codes of lock-release on a missing variable or a variable without a lock.
     pub release_errors: ReleaseErrorMode,
+    /// Misbehaviours, for testing a conformance suite against a broken server (none by
+    /// default; see [`Fault`]).
+    pub faults: Faults,
 }
 
 impl ServerConfig {
@@ -70,6 +74,7 @@ impl ServerConfig {
             acl: AclConfig::disabled(),
             clock: Arc::new(TokioClock::new()),
             release_errors: ReleaseErrorMode::default(),
+            faults: Faults::none(),
         }
     }
 
@@ -96,6 +101,13 @@ impl ServerConfig {
         self
     }
 
+    /// Turns `fault` on: the server breaks the rule it names. Only for testing a conformance
+    /// suite; a server with a fault is not a reference server.
+    pub fn with_fault(mut self, fault: Fault) -> Self {
+        self.faults.insert(fault);
+        self
+    }
+
     /// Uses `mode` for lock-release state errors.
     pub fn with_release_errors(mut self, mode: ReleaseErrorMode) -> Self {
         self.release_errors = mode;
@@ -110,13 +122,17 @@ pub struct VariablesServer;
 impl VariablesServer {
     /// Binds the listener and starts serving.
     pub async fn start(config: ServerConfig) -> Result<ServerHandle, Error> {
-        config.acl.validate()?;
-        let engine = Arc::new(Engine::new(
+        if !config.faults.has(Fault::PolicyUnchecked) {
+            config.acl.validate()?;
+        }
+        let mut engine = Engine::new(
             config.profile,
             config.clock,
             config.acl,
             config.release_errors,
-        ));
+        );
+        engine.faults = config.faults;
+        let engine = Arc::new(engine);
         let (bound, kind) = match config.listen {
             Listen::Tcp(addr) => (Bound::Tcp(addr), ListenerKind::Tcp),
             Listen::Unix(path) => (Bound::Unix(path), ListenerKind::Unix),
@@ -288,6 +304,9 @@ impl ServerHandle {
         };
         stop(current).await;
         self.engine.drop_timers();
+        if self.engine.has(Fault::RestartDropsLocks) {
+            self.engine.drop_all_locks();
+        }
         if !downtime.is_zero() {
             self.engine.clock.sleep(downtime).await;
         }
