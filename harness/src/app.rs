@@ -5,8 +5,8 @@ use clap::CommandFactory as _;
 use nomad_conform_reports::model::{RunRecord, Shard};
 
 use crate::cli::{
-    Cli, Command, CsiArgs, DhvArgs, DriverArgs, ListArgs, ListFormat, LockArgs, ReportArgs,
-    ReportFiles, SuiteArgs, VariablesArgs,
+    Cli, Command, CsiArgs, DhvArgs, DriverArgs, ExplainArgs, ListArgs, ListFormat, LockArgs,
+    ReportArgs, ReportFiles, SuiteArgs, VariablesArgs,
 };
 use crate::console::Output;
 use crate::error::{HarnessError, exit_code_for};
@@ -32,6 +32,7 @@ pub fn run(cli: Cli) -> i32 {
             runtime().and_then(|rt| rt.block_on(run_variables(*args, output)))
         }
         Command::List(args) => list(&args),
+        Command::Explain(args) => explain(&args),
         Command::Report(args) => report(&args, output),
         Command::Probe(args) => Ok(crate::plugins::lock::probe::run(&args)),
         Command::Completions(args) => {
@@ -222,6 +223,19 @@ fn report(args: &ReportArgs, output: Output) -> Result<i32, HarnessError> {
     };
     record.strict |= args.strict;
     finish(&record, &args.reports, output)
+}
+
+fn explain(args: &ExplainArgs) -> Result<i32, HarnessError> {
+    let found = crate::explain::find(&args.clause)?;
+    match args.format {
+        ListFormat::Text => println!("{}", crate::explain::to_text(&found)),
+        ListFormat::Json => {
+            let text = serde_json::to_string_pretty(&crate::explain::to_json(&found))
+                .map_err(|e| HarnessError::Internal(format!("failed to write JSON: {e}")))?;
+            println!("{text}");
+        }
+    }
+    Ok(0)
 }
 
 fn list(args: &ListArgs) -> Result<i32, HarnessError> {

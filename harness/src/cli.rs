@@ -1,4 +1,4 @@
-//! Command-line interface: one subcommand per plugin kind, plus `list`, `report` and
+//! Command-line interface: one subcommand per plugin kind, plus `list`, `explain`, `report` and
 //! `completions`. Every flag can also come from a `NOMAD_CONFORM_<FLAG>` environment variable
 //! or from `nomad-conform.toml` (see [`crate::config`]); the command line wins over the
 //! environment, which wins over the file.
@@ -57,6 +57,9 @@ pub enum Command {
     Variables(Box<VariablesArgs>),
     /// List the clauses of a suite: ID, level and title.
     List(ListArgs),
+    /// Explain one clause: its text, level and basis, the reference plugin's file that answers
+    /// it correctly, and the command that runs only that clause against that plugin.
+    Explain(ExplainArgs),
     /// Render reports again from saved run records, or merge the records of shards into one.
     Report(ReportArgs),
     /// Print a shell completion script.
@@ -381,6 +384,16 @@ pub struct ListArgs {
     /// List the feature files in DIR instead of the built-in specs.
     #[arg(long, value_name = "DIR")]
     pub specs: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The clause ID, e.g. CSI-NODE-PUBLISH-IDEMPOTENT (any suite; case does not matter).
+    #[arg(value_name = "CLAUSE-ID")]
+    pub clause: String,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ListFormat::Text)]
     pub format: ListFormat,

@@ -11,6 +11,7 @@ pub mod config;
 pub mod console;
 pub mod error;
 pub mod escapees;
+pub mod explain;
 pub mod goversion;
 pub mod kinds;
 pub mod ledger;
