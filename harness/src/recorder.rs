@@ -11,7 +11,7 @@ use std::time::{Instant, SystemTime};
 
 use cucumber::event::{self, Cucumber, HookType, Scenario, Step, StepError};
 use cucumber::{Event, parser};
-use nomad_conform_reports::model::{Case, OpEvent, StepOutcome, StepRecord, Verdict};
+use nomad_conform_reports::model::{Attachment, Case, OpEvent, StepOutcome, StepRecord, Verdict};
 
 use crate::clauses::{CaseKey, ClauseSet};
 
@@ -37,6 +37,25 @@ pub struct CaseState {
     pub hint: Option<Hint>,
     pub leaked: Vec<String>,
     pub notes: Vec<String>,
+    /// Artefacts for people to look at (a timeline drawing, a log), in the order attached.
+    pub attachments: Vec<Attachment>,
+}
+
+/// The most attachments a case keeps; later ones are dropped with a note.
+pub const MAX_ATTACHMENTS: usize = 16;
+
+impl CaseState {
+    /// Keep `a` with the case, unless it already has [`MAX_ATTACHMENTS`].
+    pub fn attach(&mut self, a: Attachment) {
+        if self.attachments.len() < MAX_ATTACHMENTS {
+            self.attachments.push(a);
+        } else {
+            self.notes.push(format!(
+                "attachment {:?} ({}, {} bytes) dropped: a case keeps at most {MAX_ATTACHMENTS}",
+                a.title, a.media_type, a.total_bytes
+            ));
+        }
+    }
 }
 
 pub type CaseHandle = Arc<Mutex<CaseState>>;
@@ -66,6 +85,7 @@ impl InFlight {
                 hint: None,
                 leaked: Vec::new(),
                 notes: Vec::new(),
+                attachments: Vec::new(),
             })),
             started_at: at,
             steps: Vec::new(),
@@ -298,6 +318,7 @@ impl RunStore {
             steps,
             events: state.events.clone(),
             notes: state.notes.clone(),
+            attachments: state.attachments.clone(),
             ..case_of(&clause, verdict, rerun(&inner, &clause.id))
         };
         drop(state);
@@ -328,6 +349,7 @@ fn case_of(clause: &crate::clauses::Clause, verdict: Verdict, rerun: String) -> 
         steps: Vec::new(),
         events: Vec::new(),
         notes: Vec::new(),
+        attachments: Vec::new(),
     }
 }
 
@@ -434,4 +456,69 @@ fn step_event<W>(flight: &mut InFlight, step: &gherkin::Step, ev: Step<W>, at: S
         outcome,
         duration_ms: millis_between(started, at),
     });
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::specs::{SpecFile, parse};
+    use nomad_conform_reports::model::{MEDIA_SVG, MEDIA_TEXT};
+
+    /// A store with one clause, and the key of its scenario.
+    pub(crate) fn store_with_one_clause() -> (RunStore, CaseKey) {
+        let features = parse(&[SpecFile {
+            path: "specs/dhv/09_t.feature".into(),
+            text: "Feature: f\n  @DHV-T-ATTACH @must\n  Scenario: attaches\n    Given x\n".into(),
+        }])
+        .unwrap();
+        let clauses = ClauseSet::from_features("dhv", &features).unwrap();
+        let key = clauses.iter().next().unwrap().key.clone();
+        (
+            RunStore::new(Arc::new(clauses), "nomad-conform dhv ./p".into(), 7),
+            key,
+        )
+    }
+
+    #[test]
+    fn attachments_reach_the_case() {
+        let (store, key) = store_with_one_clause();
+        let handle = store.case(&key);
+        lock(&handle).attach(Attachment::new(
+            "timeline",
+            MEDIA_SVG,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\"/>".into(),
+        ));
+        lock(&handle).attach(Attachment::new("log", MEDIA_TEXT, "line 1\n".into()));
+        store.finalize(&key, SystemTime::now(), None, false);
+        let cases = store.cases();
+        assert_eq!(cases.len(), 1);
+        let case = &cases[0];
+        assert_eq!(case.verdict, Verdict::Pass);
+        let titles: Vec<(&str, &str)> = case
+            .attachments
+            .iter()
+            .map(|a| (a.title.as_str(), a.media_type.as_str()))
+            .collect();
+        assert_eq!(titles, [("timeline", MEDIA_SVG), ("log", MEDIA_TEXT)]);
+        assert_eq!(case.attachments[1].content, "line 1\n");
+        assert_eq!(case.attachments[1].total_bytes, 7);
+    }
+
+    #[test]
+    fn a_case_keeps_a_bounded_number_of_attachments() {
+        let (store, key) = store_with_one_clause();
+        let handle = store.case(&key);
+        for i in 0..MAX_ATTACHMENTS + 2 {
+            lock(&handle).attach(Attachment::new(format!("a{i}"), MEDIA_TEXT, "x".into()));
+        }
+        store.finalize(&key, SystemTime::now(), None, false);
+        let case = &store.cases()[0];
+        assert_eq!(case.attachments.len(), MAX_ATTACHMENTS);
+        assert_eq!(case.notes.len(), 2);
+        assert!(
+            case.notes[0].contains("attachment \"a16\""),
+            "{:?}",
+            case.notes
+        );
+    }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use nomad_conform_reports::model::OpEvent;
+use nomad_conform_reports::model::{Attachment, OpEvent};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -89,6 +89,13 @@ impl<C> ScenarioCtx<C> {
         lock(&self.case).events.push(ev);
     }
 
+    /// Attach an artefact to the case for people to look at: an SVG drawing (`image/svg+xml`,
+    /// drawn in the HTML report) or text (`text/plain`, ...). The content is cut at 1 MiB
+    /// and secrets are redacted from it like from the rest of the record.
+    pub fn attach(&self, title: impl Into<String>, media_type: &str, content: String) {
+        lock(&self.case).attach(Attachment::new(title, media_type, content));
+    }
+
     /// Milliseconds from the start of the case to `at`.
     pub fn offset_ms(&self, at: Instant) -> u64 {
         at.saturating_duration_since(lock(&self.case).started)
@@ -167,5 +174,69 @@ mod tests {
         assert_eq!(stable_hash(""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(stable_hash("a"), 0xaf63_dc4c_8601_ec8c);
         assert_ne!(stable_hash("1/DHV-A"), stable_hash("2/DHV-A"));
+    }
+
+    #[test]
+    fn attach_reaches_the_case_and_is_redacted() {
+        use nomad_conform_reports::model::{MAX_ATTACHMENT_BYTES, MEDIA_SVG, MEDIA_TEXT};
+        let (store, key) = crate::recorder::tests::store_with_one_clause();
+        let dir = tempfile::tempdir().unwrap();
+        let run = Arc::new(RunCtx {
+            run_id: "0a1b2c3d".into(),
+            seed: 7,
+            profile: Profile::load(None).unwrap(),
+            config: (),
+            scratch_base: dir.path().to_path_buf(),
+            store: store.clone(),
+        });
+        let ctx = ScenarioCtx::new(run, &key).unwrap();
+        ctx.attach("timeline", MEDIA_SVG, "<svg/>".into());
+        ctx.attach(
+            "server log",
+            MEDIA_TEXT,
+            "token s3cr3t-t0ken accepted\n".repeat(MAX_ATTACHMENT_BYTES / 8),
+        );
+        store.add_secret("s3cr3t-t0ken");
+        store.finish_interrupted(&std::collections::BTreeSet::new());
+        let cases = store.cases();
+        let a = &cases[0].attachments;
+        assert_eq!(a.len(), 2);
+        assert_eq!(
+            (a[0].title.as_str(), a[0].content.as_str()),
+            ("timeline", "<svg/>")
+        );
+        assert!(a[1].truncated && a[1].content.len() <= MAX_ATTACHMENT_BYTES);
+        // What the run writes: the record with the run's secrets redacted, attachments too.
+        let record = nomad_conform_reports::model::RunRecord {
+            schema_version: nomad_conform_reports::model::SCHEMA_VERSION,
+            run_id: "0a1b2c3d".into(),
+            kind: "dhv".into(),
+            harness: nomad_conform_reports::model::HarnessInfo {
+                name: "nomad-conform".into(),
+                version: "0".into(),
+            },
+            subject: nomad_conform_reports::model::Subject {
+                plugin: "./p".into(),
+                version: None,
+                details: Default::default(),
+            },
+            profile: nomad_conform_reports::model::ProfileInfo {
+                name: "p".into(),
+                nomad_versions: "any".into(),
+            },
+            seed: 7,
+            command_line: Vec::new(),
+            started_at: chrono::Utc::now(),
+            finished_at: chrono::Utc::now(),
+            interrupted: true,
+            strict: false,
+            environment: Default::default(),
+            shard: None,
+            merged_from: Vec::new(),
+            cases,
+        };
+        let red = nomad_conform_reports::redact::redact(&record, &store.secrets());
+        let log = &red.cases[0].attachments[1].content;
+        assert!(!log.contains("s3cr3t-t0ken") && log.contains("token [redacted] accepted"));
     }
 }

@@ -1,7 +1,8 @@
 //! The HTML report in a real headless Chromium (Debian's chromium and chromium-driver, installed
-//! by scripts/test): it loads without console errors, the status filter and the search work,
-//! a failing clause expands to its reproduction command, the copy button works, and a
-//! screenshot is saved under target/.
+//! by scripts/test): it loads without console errors, it opens on what needs attention with
+//! the passed clauses folded away, the status filter and the search work, a failing clause
+//! expands to its reproduction command, the copy button works, an SVG attachment draws as an
+//! image without running its script, and a screenshot is saved under target/.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -141,6 +142,23 @@ async fn html_report_works_in_chromium() {
     let severe = severe_console_entries(&c).await;
     assert!(severe.is_empty(), "console errors on load: {severe:?}");
 
+    // Problems first: the failures and their rerun lines show without a click; the passed
+    // clauses are folded away.
+    let attention = c.find(Locator::Id("attention")).await.unwrap();
+    let listed = attention.text().await.unwrap();
+    assert!(
+        listed.starts_with("Needs attention") && listed.contains("--tags @DHV-CREATE-IDEMPOTENT"),
+        "{listed}"
+    );
+    let passed = c
+        .find(Locator::Css("#DHV-FINGERPRINT-EXIT-ZERO > summary"))
+        .await
+        .unwrap();
+    assert!(
+        !passed.is_displayed().await.unwrap(),
+        "passed clauses start folded"
+    );
+
     // Verdict badge.
     let badge = c
         .find(Locator::Id("verdict"))
@@ -197,6 +215,15 @@ async fn html_report_works_in_chromium() {
         visible_cases(&c).await,
         2,
         "DHV-CREATE-PARALLEL and DHV-DELETE-PARALLEL"
+    );
+    assert!(
+        c.find(Locator::Css("#DHV-CREATE-PARALLEL > summary"))
+            .await
+            .unwrap()
+            .is_displayed()
+            .await
+            .unwrap(),
+        "a search that finds passed clauses unfolds them"
     );
     c.find(Locator::Id("search"))
         .await
@@ -266,5 +293,60 @@ async fn html_report_works_in_chromium() {
         severe.is_empty(),
         "console errors after interacting: {severe:?}"
     );
+
+    // Attachments, from the reports crate's golden record re-rendered by `nomad-conform
+    // report`: the SVG draws as an image and its <script> never runs; the text one is text.
+    let golden = dir.path().join("golden.json");
+    std::fs::write(
+        &golden,
+        include_str!("../../reports/tests/data/golden-run.json"),
+    )
+    .unwrap();
+    let golden_html = dir.path().join("golden.html");
+    let status = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .arg("report")
+        .arg(&golden)
+        .arg("--html")
+        .arg(&golden_html)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the golden record is not conformant"
+    );
+    c.goto(&format!(
+        "file://{}#DHV-CREATE-IDEMPOTENT",
+        golden_html.display()
+    ))
+    .await
+    .unwrap();
+    let drawn = c
+        .execute(
+            "var img = document.querySelector('#DHV-CREATE-IDEMPOTENT figure.attachment img');\
+             return img && img.complete ? img.naturalWidth : -1;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(drawn, json!(240), "the SVG attachment is drawn");
+    let text = c
+        .find(Locator::Css("#DHV-CREATE-IDEMPOTENT pre.attachment-text"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("<script>alert(\"from the plugin\")</script>"),
+        "{text}"
+    );
+    assert!(
+        c.get_alert_text().await.is_err(),
+        "nothing from an attachment ran"
+    );
+    let severe = severe_console_entries(&c).await;
+    assert!(severe.is_empty(), "console errors: {severe:?}");
     c.close().await.unwrap();
 }

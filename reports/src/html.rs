@@ -1,16 +1,26 @@
 //! The HTML report: one self-contained file (inline CSS and JS, no network) rendered from a run
-//! record with minijinja. A verdict badge and counts at the top, clauses grouped by operation
-//! with a status filter and free-text search, each clause expandable to its text, what was
-//! required and seen, its calls drawn against their deadlines, and the commands that reproduce
-//! it; the run's environment at the bottom.
+//! record with minijinja. A verdict badge and counts at the top, then what needs attention
+//! (failed, blocked, timed out, errors, leaked, warnings, in that order, each with why in a line
+//! and its rerun command), then the clauses that did not pass grouped by operation, and the
+//! passed and skipped ones folded below them; a status filter and free-text search over the
+//! clauses, each clause expandable to its text, what was required and seen, its calls drawn
+//! against their deadlines, its attachments, and the commands that reproduce it; the run's
+//! environment at the bottom. Works without JavaScript (the script only adds the filter, the
+//! search and the copy buttons).
+//!
+//! Nothing a plugin influenced can run in the page: text is escaped, and an SVG attachment is
+//! shown through `<img src="data:...">`, where a browser runs no script and loads nothing.
 
 use std::collections::BTreeMap;
 
 use minijinja::{Environment, Value, context};
 use serde::Serialize;
 
-use crate::model::{Case, OpEvent, Request, Response, RunRecord, Verdict};
-use crate::transcript::fmt_ms;
+use base64::Engine as _;
+
+use crate::attention::{Problem, needs_attention};
+use crate::model::{Attachment, Case, OpEvent, Request, Response, RunRecord, Verdict};
+use crate::transcript::{fmt_bytes, fmt_ms};
 
 const TEMPLATE: &str = include_str!("../templates/report.html");
 
@@ -58,9 +68,94 @@ struct CaseView {
     notes: Vec<String>,
     steps: Vec<StepView>,
     events: Vec<EventView>,
+    attachments: Vec<AttachmentView>,
     spec: String,
     /// Lower-case text the search box matches against.
     search: String,
+}
+
+#[derive(Serialize)]
+struct AttachmentView {
+    title: String,
+    media_type: String,
+    size: String,
+    /// Base64 of a complete SVG drawing, shown as `<img src="data:image/svg+xml;base64,...">`
+    /// (only base64 characters, so the template need not escape it).
+    svg_base64: Option<String>,
+    /// The content of anything else, shown as escaped text.
+    text: Option<String>,
+    /// Set when the content was cut: says how much is shown.
+    truncated: Option<String>,
+}
+
+fn attachment_view(a: &Attachment) -> AttachmentView {
+    let svg = a.is_svg();
+    AttachmentView {
+        title: a.title.clone(),
+        media_type: a.media_type.clone(),
+        size: fmt_bytes(a.total_bytes),
+        svg_base64: svg.then(|| base64::engine::general_purpose::STANDARD.encode(&a.content)),
+        text: (!svg).then(|| a.content.clone()),
+        truncated: a.truncated.then(|| {
+            let drawn = if a.media_type == crate::model::MEDIA_SVG {
+                "too large to draw; "
+            } else {
+                ""
+            };
+            format!(
+                "{drawn}only the first {} of {} kept",
+                fmt_bytes(a.content.len() as u64),
+                fmt_bytes(a.total_bytes)
+            )
+        }),
+    }
+}
+
+/// The problems of one kind at the top of the page.
+#[derive(Serialize)]
+struct AttentionGroupView {
+    key: &'static str,
+    heading: &'static str,
+    entries: Vec<AttentionView>,
+}
+
+#[derive(Serialize)]
+struct AttentionView {
+    id: String,
+    title: String,
+    level: &'static str,
+    label: &'static str,
+    /// The case's status (its colour).
+    status: &'static str,
+    reason: String,
+    blocked_by: Option<String>,
+    rerun: Option<String>,
+}
+
+fn attention_groups(record: &RunRecord) -> Vec<AttentionGroupView> {
+    let entries = needs_attention(record);
+    Problem::ALL
+        .iter()
+        .map(|p| AttentionGroupView {
+            key: p.key(),
+            heading: p.heading(),
+            entries: entries
+                .iter()
+                .filter(|e| e.problem == *p)
+                .map(|e| AttentionView {
+                    id: e.case.clause.clone(),
+                    title: e.case.title.clone(),
+                    level: e.case.level.as_str(),
+                    label: p.label(),
+                    status: status(e.case, record.strict),
+                    reason: e.reason.clone(),
+                    blocked_by: e.case.blocked_by.clone(),
+                    rerun: e.case.rerun.clone(),
+                })
+                .collect(),
+        })
+        .filter(|g| !g.entries.is_empty())
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -228,44 +323,68 @@ fn case_view(case: &Case, record: &RunRecord) -> CaseView {
             })
             .collect(),
         events: case.events.iter().map(event_view).collect(),
+        attachments: case.attachments.iter().map(attachment_view).collect(),
         spec: format!("{}:{}", case.spec_file, case.line),
         search,
     }
 }
 
+/// Add `case` to the group called `name`, making the group at the end when it is new.
+fn add_to_group(
+    groups: &mut Vec<GroupView>,
+    name: String,
+    root: Option<String>,
+    case: &Case,
+    record: &RunRecord,
+) {
+    let i = match groups.iter().position(|g| g.name == name) {
+        Some(i) => i,
+        None => {
+            groups.push(GroupView {
+                name,
+                root,
+                counts: BTreeMap::new(),
+                cases: Vec::new(),
+            });
+            groups.len() - 1
+        }
+    };
+    let g = &mut groups[i];
+    *g.counts.entry(status(case, record.strict)).or_default() += 1;
+    g.cases.push(case_view(case, record));
+}
+
 /// Render the record as one self-contained HTML page.
 pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
-    // Groups in the order their first clause appears in the specs (fingerprint, create, ...);
-    // blocked clauses after them, one group per root cause.
-    let mut groups: Vec<GroupView> = Vec::new();
-    let mut add = |name: String, root: Option<String>, case: &Case| {
-        let g = match groups.iter().position(|g| g.name == name) {
-            Some(i) => &mut groups[i],
-            None => {
-                groups.push(GroupView {
-                    name,
-                    root,
-                    counts: BTreeMap::new(),
-                    cases: Vec::new(),
-                });
-                groups.last_mut().expect("just pushed")
-            }
+    // The clauses that did not pass, grouped by operation in the order each operation's
+    // first clause appears in the specs (fingerprint, create, ...), blocked clauses after
+    // them, one group per root cause; then, folded, the passed and skipped ones by operation.
+    let passing = |c: &Case| matches!(c.verdict, Verdict::Pass | Verdict::Skip);
+    let mut problem_groups: Vec<GroupView> = Vec::new();
+    let mut passing_groups: Vec<GroupView> = Vec::new();
+    for case in &record.cases {
+        if case.verdict == Verdict::Blocked {
+            continue;
+        }
+        let groups = if passing(case) {
+            &mut passing_groups
+        } else {
+            &mut problem_groups
         };
-        *g.counts.entry(status(case, record.strict)).or_default() += 1;
-        g.cases.push(case_view(case, record));
-    };
-    for case in record
-        .cases
-        .iter()
-        .filter(|c| c.verdict != Verdict::Blocked)
-    {
-        add(case.classname(), None, case);
+        add_to_group(groups, case.classname(), None, case, record);
     }
     for (root, cases) in crate::summary::blocked_by_root(record) {
         for case in cases {
-            add(format!("blocked by {root}"), Some(root.to_string()), case);
+            add_to_group(
+                &mut problem_groups,
+                format!("blocked by {root}"),
+                Some(root.to_string()),
+                case,
+                record,
+            );
         }
     }
+    let passing_count = record.cases.iter().filter(|c| passing(c)).count();
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for case in &record.cases {
         *counts.entry(status(case, record.strict)).or_default() += 1;
@@ -332,7 +451,11 @@ pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
         interrupted => record.interrupted,
         total => record.cases.len(),
         counts => Value::from(minijinja::value::Serde(&counts)),
-        groups => Value::from(minijinja::value::Serde(&groups)),
+        attention => Value::from(minijinja::value::Serde(&attention_groups(record))),
+        attention_total => record.cases.len() - passing_count,
+        problem_groups => Value::from(minijinja::value::Serde(&problem_groups)),
+        passing_groups => Value::from(minijinja::value::Serde(&passing_groups)),
+        passing_total => passing_count,
         environment => Value::from(minijinja::value::Serde(&env)),
         generated => format!("{} {}", record.harness.name, record.harness.version),
     })?)

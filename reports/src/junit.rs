@@ -4,6 +4,8 @@
 //! with `classname = <kind>.<operation>` and `name = <CLAUSE-ID>: <title>`. A broken clause is a
 //! `<failure>`, a case the harness could not judge an `<error>`, a skipped one `<skipped>` with
 //! its reason. Messages go in the element body as well as the one-line `message` attribute.
+//! `system-out` holds the transcript of the case's calls and its attachments (a line naming
+//! each; the content of text ones, bounded).
 //! The output validates against the Jenkins xunit `junit-10.xsd`.
 
 use std::collections::BTreeMap;
@@ -12,7 +14,11 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use crate::model::{Case, RunRecord, Verdict};
-use crate::transcript::case_transcript;
+use crate::transcript::{attachments_transcript, case_transcript};
+
+/// The most of a text attachment's content that goes into `system-out` (the HTML and JSON
+/// reports keep all of it).
+pub const MAX_ATTACHMENT_TEXT: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JunitError {
@@ -139,7 +145,14 @@ fn testcase(record: &RunRecord, case: &Case) -> TestCase {
     let mut tc = TestCase::new(case.display_name(), status);
     tc.set_classname(case.classname());
     tc.set_time(Duration::from_millis(case.duration_ms));
-    let transcript = case_transcript(case);
+    let mut transcript = case_transcript(case);
+    let attachments = attachments_transcript(case, MAX_ATTACHMENT_TEXT);
+    if !attachments.is_empty() {
+        if !transcript.is_empty() {
+            transcript.push('\n');
+        }
+        transcript.push_str(&attachments);
+    }
     if !transcript.is_empty() {
         tc.set_system_out(transcript);
     }

@@ -3,6 +3,7 @@
 //! Writers are pure functions of a [`model::RunRecord`]: they never drive a plugin, so a record
 //! saved as JSON can be rendered again later.
 
+pub mod attention;
 pub mod html;
 pub mod json;
 pub mod junit;

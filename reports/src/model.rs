@@ -128,6 +128,72 @@ pub struct Case {
     /// Observations from cleanup that are not failures (e.g. a mount the harness had to remove).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Artefacts the clause left for people to look at (a timeline drawing, a log).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+}
+
+/// The most content an attachment keeps (1 MiB); the rest is cut off and marked truncated.
+pub const MAX_ATTACHMENT_BYTES: usize = 1024 * 1024;
+
+/// Media type of an SVG drawing: the HTML report shows it as an image.
+pub const MEDIA_SVG: &str = "image/svg+xml";
+/// Media type of plain text: shown as preformatted text.
+pub const MEDIA_TEXT: &str = "text/plain";
+
+/// An artefact attached to a case: text content (SVG source, a log, a dump) with a title and a
+/// media type that says how to show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Attachment {
+    pub title: String,
+    /// `image/svg+xml` (drawn as an image in the HTML report), `text/plain`, `application/json`
+    /// ... Anything but SVG is shown as text.
+    pub media_type: String,
+    /// The content, at most [`MAX_ATTACHMENT_BYTES`] of it.
+    pub content: String,
+    /// Size of the content before it was cut.
+    pub total_bytes: u64,
+    /// True when `content` holds only the first [`MAX_ATTACHMENT_BYTES`] of it.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+impl Attachment {
+    /// An attachment of `content`, cut to [`MAX_ATTACHMENT_BYTES`] (at a character boundary).
+    pub fn new(title: impl Into<String>, media_type: &str, content: String) -> Self {
+        Self::bounded(title, media_type, content, MAX_ATTACHMENT_BYTES)
+    }
+
+    /// An attachment of `content` cut to at most `max` bytes.
+    pub fn bounded(
+        title: impl Into<String>,
+        media_type: &str,
+        mut content: String,
+        max: usize,
+    ) -> Self {
+        let total_bytes = content.len() as u64;
+        let truncated = content.len() > max;
+        if truncated {
+            let mut end = max;
+            while !content.is_char_boundary(end) {
+                end -= 1;
+            }
+            content.truncate(end);
+        }
+        Attachment {
+            title: title.into(),
+            media_type: media_type.trim().to_ascii_lowercase(),
+            content,
+            total_bytes,
+            truncated,
+        }
+    }
+
+    /// Whether the HTML report draws it as an image: a complete SVG drawing. A cut one would
+    /// not draw, so it is shown as text instead.
+    pub fn is_svg(&self) -> bool {
+        self.media_type == MEDIA_SVG && !self.truncated
+    }
 }
 
 impl Case {
@@ -459,6 +525,7 @@ mod tests {
             steps: Vec::new(),
             events: Vec::new(),
             notes: Vec::new(),
+            attachments: Vec::new(),
         };
         RunRecord {
             schema_version: SCHEMA_VERSION,
@@ -511,6 +578,19 @@ mod tests {
         let mut strict = record(&[(Must, Pass), (Should, Fail)]);
         strict.strict = true;
         assert_eq!(strict.assessment(), Assessment::NotConformant);
+    }
+
+    #[test]
+    fn attachments_are_bounded_at_a_character_boundary() {
+        let a = Attachment::bounded("t", "Text/Plain", "aé€b".into(), 4);
+        assert_eq!(a.content, "aé");
+        assert_eq!((a.total_bytes, a.truncated), (7, true));
+        assert_eq!(a.media_type, MEDIA_TEXT);
+        let a = Attachment::new("drawing", MEDIA_SVG, "<svg/>".into());
+        assert!(!a.truncated && a.is_svg());
+        let big = Attachment::new("big", MEDIA_SVG, "x".repeat(MAX_ATTACHMENT_BYTES + 1));
+        assert!(big.truncated && !big.is_svg());
+        assert_eq!(big.content.len(), MAX_ATTACHMENT_BYTES);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 
 use std::fmt::Write as _;
 
+use crate::attention::{Entry, Problem, needs_attention};
 use crate::model::{Case, RunRecord, Verdict};
-use crate::transcript::{case_transcript, fmt_ms};
+use crate::transcript::{attachment_line, case_transcript, fmt_ms};
 
 /// How much the summary says.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,61 +86,33 @@ pub fn operation_table(record: &RunRecord) -> String {
     out
 }
 
-/// The end-of-run summary. Its last line is `N passed, N failed, ...` so that CI log scrapers
-/// find it.
+/// At most this many clauses in the closing "needs attention" list; the rest are counted.
+pub const MAX_ATTENTION_LINES: usize = 20;
+
+/// The end-of-run summary: the details of every clause that did not pass (failed, blocked,
+/// timed out, errors, leaked, warnings, in that order), the table per operation, the run's
+/// identity, then the same problems again as a short list with their rerun lines, and last
+/// the verdict and the line `N passed, N failed, ...` that CI log scrapers look for.
 pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
     let mut out = String::new();
+    let problems = needs_attention(record);
     if verbosity != Verbosity::Quiet {
         for case in record.cases.iter().filter(|c| c.verdict == Verdict::Skip) {
             if let Some(reason) = &case.reason {
                 let _ = writeln!(out, "\nskipped {}: {reason}", case.clause);
             }
         }
-        for case in record
-            .cases
-            .iter()
-            .filter(|c| !matches!(c.verdict, Verdict::Pass | Verdict::Skip | Verdict::Blocked))
-        {
-            let _ = writeln!(out, "\n--- {}", case_line(case, record.strict));
-            if !case.text.is_empty() {
-                let _ = writeln!(out, "{}", case.text);
-            }
-            if let Some(basis) = &case.basis {
-                let _ = writeln!(out, "basis: {basis}");
-            }
-            if let Some(reason) = &case.reason {
-                let _ = writeln!(out, "{reason}");
-            }
-            if let Some(rerun) = &case.rerun {
-                let _ = writeln!(out, "rerun this clause: {rerun}");
-            }
-            for note in &case.notes {
-                let _ = writeln!(out, "note: {note}");
-            }
-            if verbosity == Verbosity::Verbose {
-                let _ = writeln!(out, "calls:\n{}", case_transcript(case));
-            }
-        }
-        for (root, blocked) in blocked_by_root(record) {
-            let _ = writeln!(
-                out,
-                "\n--- BLOCKED by {root}: {} clause{} could not be judged: {}",
-                blocked.len(),
-                if blocked.len() == 1 { "" } else { "s" },
-                blocked
-                    .iter()
-                    .map(|c| c.clause.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            if verbosity == Verbosity::Verbose {
-                for case in blocked {
-                    let _ = writeln!(out, "{}", case_line(case, record.strict));
-                    if let Some(reason) = &case.reason {
-                        let _ = writeln!(out, "{reason}");
-                    }
+        let mut blocked_shown = false;
+        for entry in &problems {
+            if entry.problem == Problem::Blocked {
+                // Blocked clauses are told once per root cause, where the list reaches them.
+                if !blocked_shown {
+                    blocked_shown = true;
+                    blocked_details(&mut out, record, verbosity);
                 }
+                continue;
             }
+            case_details(&mut out, entry.case, record.strict, verbosity);
         }
         let _ = writeln!(out);
         out.push_str(&operation_table(record));
@@ -161,6 +134,7 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
                 "shard {shard}: the other shards' clauses are not in this report"
             );
         }
+        attention_list(&mut out, &problems);
     }
     if record.interrupted {
         let _ = writeln!(out, "the run was interrupted: this report is partial");
@@ -179,6 +153,114 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
         t.errors
     );
     out
+}
+
+/// Everything the summary tells about one clause that did not pass.
+fn case_details(out: &mut String, case: &Case, strict: bool, verbosity: Verbosity) {
+    let _ = writeln!(out, "\n--- {}", case_line(case, strict));
+    if !case.text.is_empty() {
+        let _ = writeln!(out, "{}", case.text);
+    }
+    if let Some(basis) = &case.basis {
+        let _ = writeln!(out, "basis: {basis}");
+    }
+    if let Some(reason) = &case.reason {
+        let _ = writeln!(out, "{reason}");
+    }
+    if let Some(rerun) = &case.rerun {
+        let _ = writeln!(out, "rerun this clause: {rerun}");
+    }
+    for note in &case.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    for a in &case.attachments {
+        let _ = writeln!(out, "{}: in the HTML and JSON reports", attachment_line(a));
+    }
+    if verbosity == Verbosity::Verbose {
+        let _ = writeln!(out, "calls:\n{}", case_transcript(case));
+    }
+}
+
+/// The blocked clauses, one paragraph per root cause.
+fn blocked_details(out: &mut String, record: &RunRecord, verbosity: Verbosity) {
+    for (root, blocked) in blocked_by_root(record) {
+        let _ = writeln!(
+            out,
+            "\n--- BLOCKED by {root}: {} clause{} could not be judged: {}",
+            blocked.len(),
+            if blocked.len() == 1 { "" } else { "s" },
+            blocked
+                .iter()
+                .map(|c| c.clause.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if verbosity == Verbosity::Verbose {
+            for case in blocked {
+                let _ = writeln!(out, "{}", case_line(case, record.strict));
+                if let Some(reason) = &case.reason {
+                    let _ = writeln!(out, "{reason}");
+                }
+            }
+        }
+    }
+}
+
+/// The closing list: each clause that needs attention in a line, why in another, and the
+/// command that reruns it; at most [`MAX_ATTENTION_LINES`] clauses, then what is left by kind.
+fn attention_list(out: &mut String, problems: &[Entry<'_>]) {
+    if problems.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nneeds attention ({} clause{}):",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    );
+    for entry in problems.iter().take(MAX_ATTENTION_LINES) {
+        let case = entry.case;
+        let _ = writeln!(
+            out,
+            "  {:<7} {:<6} {} {}",
+            entry.problem.label(),
+            case.level.as_str(),
+            case.clause,
+            case.title
+        );
+        let why = match (&case.blocked_by, entry.reason.as_str()) {
+            (Some(root), "") => format!("blocked by {root}"),
+            (Some(root), r) => format!("blocked by {root}: {r}"),
+            (None, r) => r.to_string(),
+        };
+        if !why.is_empty() {
+            let _ = writeln!(out, "          {why}");
+        }
+        if let Some(rerun) = &case.rerun {
+            let _ = writeln!(out, "          rerun: {rerun}");
+        }
+    }
+    if problems.len() > MAX_ATTENTION_LINES {
+        let rest = &problems[MAX_ATTENTION_LINES..];
+        let by_kind: Vec<String> = Problem::ALL
+            .iter()
+            .filter_map(|p| {
+                let n = rest.iter().filter(|e| e.problem == *p).count();
+                let name = match (p, n) {
+                    (Problem::Error, 1) => "error".to_string(),
+                    (Problem::Warning, 1) => "warning".to_string(),
+                    _ => p.heading().to_lowercase(),
+                };
+                (n > 0).then(|| format!("{n} {name}"))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  ... and {} more ({}): see the details above or the HTML report",
+            rest.len(),
+            by_kind.join(", ")
+        );
+    }
 }
 
 /// Blocked cases grouped by the clause that blocked them, roots in the order they first block.

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{Case, OpEvent, Request, Response};
+use crate::model::{Attachment, Case, OpEvent, Request, Response};
 
 /// The transcript of every operation of a case, oldest first.
 pub fn case_transcript(case: &Case) -> String {
@@ -105,6 +105,64 @@ pub fn event_transcript(ev: &OpEvent) -> String {
 
 fn pretty(v: &serde_json::Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// One line naming an attachment: its title, media type and size, and whether it was cut.
+pub fn attachment_line(a: &Attachment) -> String {
+    let cut = if a.truncated {
+        format!(", truncated to {}", fmt_bytes(a.content.len() as u64))
+    } else {
+        String::new()
+    };
+    format!(
+        "attachment: {} ({}, {}{cut})",
+        a.title,
+        a.media_type,
+        fmt_bytes(a.total_bytes)
+    )
+}
+
+/// The attachments of a case as text: a line for each, followed by its content when it is text
+/// (not an SVG drawing), at most `max_text` bytes of it.
+pub fn attachments_transcript(case: &Case, max_text: usize) -> String {
+    let mut out = String::new();
+    for a in &case.attachments {
+        out.push_str(&attachment_line(a));
+        if a.media_type == crate::model::MEDIA_SVG {
+            out.push_str(": drawn in the HTML report\n");
+            continue;
+        }
+        out.push_str(":\n");
+        let mut end = a.content.len().min(max_text);
+        while !a.content.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.push_str(&a.content[..end]);
+        if !a.content[..end].ends_with('\n') {
+            out.push('\n');
+        }
+        if end < a.content.len() {
+            let _ = writeln!(
+                out,
+                "[... {} more in the HTML and JSON reports]",
+                fmt_bytes((a.content.len() - end) as u64)
+            );
+        }
+    }
+    out
+}
+
+/// Bytes as a short human figure: `512 B`, `1.5 KiB`, `2.0 MiB`.
+pub fn fmt_bytes(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let f = n as f64;
+    if f < KIB {
+        format!("{n} B")
+    } else if f < KIB * KIB {
+        format!("{:.1} KiB", f / KIB)
+    } else {
+        format!("{:.1} MiB", f / KIB / KIB)
+    }
 }
 
 /// Milliseconds as a short human figure: `850ms`, `1.25s`.

@@ -5,7 +5,7 @@
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use nomad_conform_reports::model::{RunRecord, Verdict};
+use nomad_conform_reports::model::{Attachment, MEDIA_SVG, RunRecord, Verdict};
 use nomad_conform_reports::summary::Verbosity;
 use nomad_conform_reports::{html, json, junit, merge, redact, summary};
 
@@ -80,10 +80,146 @@ fn html_is_self_contained_and_escaped() {
     r.cases[0].title = "<script>alert(1)</script>".into();
     let page = html::render(&r).unwrap();
     assert!(!page.contains("<script>alert(1)"), "titles are escaped");
-    for external in ["http://", "https://", "src=\"", "<link"] {
+    // The SVG attachment's own namespace URL is inside its base64 text, not in the page.
+    for external in ["http://", "https://", "<link", "url("] {
         assert!(
             !page.contains(external),
             "the page loads nothing: found {external}"
+        );
+    }
+    // The only source is an image in the page itself.
+    for (at, _) in page.match_indices("src=") {
+        assert!(
+            page[at..].starts_with("src=\"data:image/svg+xml;base64,"),
+            "{}",
+            &page[at..at + 60]
+        );
+    }
+    assert!(
+        page.contains(
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:;"
+        ),
+        "the browser is told to load nothing from elsewhere"
+    );
+}
+
+#[test]
+fn html_draws_an_svg_attachment_as_an_image_and_escapes_text() {
+    use base64::Engine as _;
+    let r = golden();
+    let case = r
+        .cases
+        .iter()
+        .find(|c| c.clause == "DHV-CREATE-IDEMPOTENT")
+        .unwrap();
+    let svg = &case.attachments[0];
+    assert_eq!(svg.media_type, "image/svg+xml");
+    assert!(
+        svg.content.contains("<script>"),
+        "the test SVG carries a script"
+    );
+    let page = html::render(&r).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&svg.content);
+    assert!(
+        page.contains(&format!(
+            "<img alt=\"create calls against the volume&#x27;s contents\" src=\"data:image/svg+xml;base64,{b64}\">"
+        )),
+        "the SVG is an image from a data: URL, where it cannot run anything"
+    );
+    assert!(
+        !page.contains("<svg"),
+        "no SVG markup is inlined into the page"
+    );
+    // The text attachment is escaped text: its <script> is not markup.
+    assert!(
+        !page.contains("<script>alert"),
+        "plugin text never becomes markup"
+    );
+    assert!(
+        page.contains(
+            "<pre class=\"attachment-text\">create #2 stdout (as the plugin printed it):\n&lt;script&gt;alert(&quot;from the plugin&quot;)&lt;&#x2f;script&gt; ]]&gt; &amp; more"
+        ),
+        "the text attachment is escaped into a <pre>"
+    );
+    assert_eq!(
+        page.matches("<script").count(),
+        1,
+        "the page's own script is the only one"
+    );
+}
+
+#[test]
+fn html_shows_a_cut_svg_as_text() {
+    let mut r = golden();
+    let i = r
+        .cases
+        .iter()
+        .position(|c| c.clause == "DHV-CREATE-IDEMPOTENT")
+        .unwrap();
+    let svg = r.cases[i].attachments[0].content.clone();
+    r.cases[i].attachments[0] = Attachment::bounded("big drawing", MEDIA_SVG, svg, 40);
+    let page = html::render(&r).unwrap();
+    assert!(!page.contains("src=\"data:"), "a cut SVG would not draw");
+    assert!(
+        page.contains("too large to draw; only the first 40 B of"),
+        "{page}"
+    );
+}
+
+#[test]
+fn junit_names_attachments_and_bounds_their_text() {
+    let mut r = golden();
+    let xml = junit::render(&r).unwrap();
+    assert!(
+        xml.contains(
+            "attachment: create calls against the volume&apos;s contents (image/svg+xml, "
+        ) || xml
+            .contains("attachment: create calls against the volume's contents (image/svg+xml, "),
+        "{xml}"
+    );
+    assert!(xml.contains("): drawn in the HTML report"), "{xml}");
+    assert!(
+        xml.contains("attachment: plugin output of the second create (text/plain, "),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(
+            "&lt;script&gt;alert(&quot;from the plugin&quot;)&lt;/script&gt; ]]&gt; &amp; more"
+        ),
+        "{xml}"
+    );
+    // A long text attachment: only the first MAX_ATTACHMENT_TEXT bytes reach system-out.
+    let i = r
+        .cases
+        .iter()
+        .position(|c| c.clause == "DHV-CREATE-IDEMPOTENT")
+        .unwrap();
+    r.cases[i].attachments[1] = Attachment::new(
+        "long log",
+        "text/plain",
+        "é".repeat(junit::MAX_ATTACHMENT_TEXT),
+    );
+    let xml = junit::render(&r).unwrap();
+    assert!(
+        xml.contains("attachment: long log (text/plain, 128.0 KiB):"),
+        "{xml}"
+    );
+    assert!(xml.contains("[... 64.0 KiB more in the HTML and JSON reports]"));
+    assert!(xml.len() < 100 * 1024);
+    xmllint(&xml).unwrap();
+}
+
+#[test]
+fn records_without_attachments_keep_their_json() {
+    let r = golden();
+    let text = json::render(&r).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for case in value["cases"].as_array().unwrap() {
+        let has = case.get("attachments").is_some();
+        assert_eq!(
+            has,
+            case["clause"] == "DHV-CREATE-IDEMPOTENT",
+            "attachments are written only when there are some"
         );
     }
 }
@@ -213,7 +349,19 @@ fn redaction_reaches_every_writer() {
         .next()
         .unwrap()
         .to_string();
+    let mut r = r;
+    let i = r
+        .cases
+        .iter()
+        .position(|c| c.clause == "DHV-CREATE-IDEMPOTENT")
+        .unwrap();
+    r.cases[i].attachments[1].content = format!("volume id {secret} in a log\n");
+    r.cases[i].attachments[0].content = format!("<svg><text>{secret}</text></svg>");
     let red = redact::redact(&r, std::slice::from_ref(&secret));
+    for a in &red.cases[i].attachments {
+        assert!(!a.content.contains(&secret), "{a:?}");
+        assert!(a.content.contains(redact::MARK), "{a:?}");
+    }
     for rendered in [
         junit::render(&red).unwrap(),
         html::render(&red).unwrap(),

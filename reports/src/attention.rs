@@ -1,0 +1,219 @@
+//! What needs attention after a run: every case that did not pass, in the order a reader should
+//! deal with them. The HTML report opens on this list and the console summary ends with it.
+
+use crate::model::{Case, RunRecord, Verdict};
+
+/// Why a case needs attention. The order of the variants is the order of the list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Problem {
+    /// The plugin broke a clause that counts (a MUST, or any clause under `--strict`).
+    Failed,
+    /// Not judged because the plugin broke another clause first (its root cause).
+    Blocked,
+    /// The plugin broke a clause that counts by missing its deadline.
+    TimedOut,
+    /// The harness could not judge the clause.
+    Error,
+    /// Something the clause made could not be removed afterwards: it is still on the machine.
+    Leaked,
+    /// A SHOULD clause failed; graded as a warning unless `--strict`.
+    Warning,
+}
+
+impl Problem {
+    pub const ALL: [Problem; 6] = [
+        Problem::Failed,
+        Problem::Blocked,
+        Problem::TimedOut,
+        Problem::Error,
+        Problem::Leaked,
+        Problem::Warning,
+    ];
+
+    /// The problem a case has, if any.
+    pub fn of(case: &Case, strict: bool) -> Option<Problem> {
+        let blocking = case.is_blocking(strict);
+        match case.verdict {
+            Verdict::Pass | Verdict::Skip => None,
+            Verdict::Blocked => Some(Problem::Blocked),
+            Verdict::Error => Some(Problem::Error),
+            // Whatever the level: what was left behind is on the machine either way.
+            Verdict::Leaked => Some(Problem::Leaked),
+            Verdict::Fail | Verdict::TimedOut if !blocking => Some(Problem::Warning),
+            Verdict::Fail => Some(Problem::Failed),
+            Verdict::TimedOut => Some(Problem::TimedOut),
+        }
+    }
+
+    /// The console label, as in the progress lines.
+    pub fn label(self) -> &'static str {
+        match self {
+            Problem::Failed => "FAIL",
+            Problem::Blocked => "BLOCKED",
+            Problem::TimedOut => "TIMEOUT",
+            Problem::Error => "ERROR",
+            Problem::Leaked => "LEAKED",
+            Problem::Warning => "WARN",
+        }
+    }
+
+    /// A heading for the problems of this kind.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Problem::Failed => "Failed",
+            Problem::Blocked => "Blocked",
+            Problem::TimedOut => "Timed out",
+            Problem::Error => "Errors",
+            Problem::Leaked => "Leaked",
+            Problem::Warning => "Warnings",
+        }
+    }
+
+    /// A stable lower-case name (HTML ids and classes).
+    pub fn key(self) -> &'static str {
+        match self {
+            Problem::Failed => "failed",
+            Problem::Blocked => "blocked",
+            Problem::TimedOut => "timed-out",
+            Problem::Error => "error",
+            Problem::Leaked => "leaked",
+            Problem::Warning => "warning",
+        }
+    }
+}
+
+/// One case that needs attention.
+#[derive(Clone, Debug)]
+pub struct Entry<'a> {
+    pub problem: Problem,
+    pub case: &'a Case,
+    /// Why, in one line (see [`one_line_reason`]).
+    pub reason: String,
+}
+
+/// Every case that needs attention: by problem in the order of [`Problem`], then in spec
+/// order.
+pub fn needs_attention(record: &RunRecord) -> Vec<Entry<'_>> {
+    let mut entries: Vec<Entry<'_>> = record
+        .cases
+        .iter()
+        .filter_map(|case| {
+            Problem::of(case, record.strict).map(|problem| Entry {
+                problem,
+                case,
+                reason: one_line_reason(case),
+            })
+        })
+        .collect();
+    // A stable sort keeps spec order within each problem.
+    entries.sort_by_key(|e| e.problem);
+    entries
+}
+
+/// The longest reason line shown in a list.
+const MAX_REASON_CHARS: usize = 200;
+
+/// The reason of a case in one line: what was seen when the reason says (`seen: ...`),
+/// otherwise its first line (with the line after it when the first one ends in a colon, as
+/// in "left behind after cleanup:"). For a blocked case, the recorder's "blocked by ..." line is
+/// left out: lists show the root clause on their own.
+pub fn one_line_reason(case: &Case) -> String {
+    let Some(reason) = case.reason.as_deref() else {
+        return String::new();
+    };
+    let lines: Vec<&str> = reason
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .skip_while(|l| case.blocked_by.is_some() && l.starts_with("blocked by "))
+        .collect();
+    let line = match lines.iter().position(|l| l.starts_with("seen:")) {
+        Some(i) => lines[i].to_string(),
+        None => match lines.as_slice() {
+            [] => String::new(),
+            [first, next, ..] if first.ends_with(':') => format!("{first} {next}"),
+            [first, ..] => first.to_string(),
+        },
+    };
+    // Reasons align their labels ("seen:     ..."); one line needs no alignment.
+    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > MAX_REASON_CHARS {
+        let cut: String = line.chars().take(MAX_REASON_CHARS).collect();
+        format!("{cut}…")
+    } else {
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Level;
+
+    fn case(clause: &str, level: Level, verdict: Verdict, reason: &str) -> Case {
+        Case {
+            clause: clause.into(),
+            level,
+            title: format!("title of {clause}"),
+            text: String::new(),
+            basis: None,
+            kind: "dhv".into(),
+            operation: "create".into(),
+            spec_file: "specs/dhv/02_create.feature".into(),
+            line: 1,
+            verdict,
+            reason: (!reason.is_empty()).then(|| reason.to_string()),
+            blocked_by: None,
+            rerun: Some(format!("nomad-conform dhv ./p --seed 1 --tags @{clause}")),
+            duration_ms: 1,
+            steps: Vec::new(),
+            events: Vec::new(),
+            notes: Vec::new(),
+            attachments: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn problems_of_each_verdict_and_level() {
+        use Level::*;
+        use Verdict::*;
+        let p = |level, verdict, strict| Problem::of(&case("X", level, verdict, ""), strict);
+        assert_eq!(p(Must, Pass, false), None);
+        assert_eq!(p(Should, Skip, true), None);
+        assert_eq!(p(Must, Fail, false), Some(Problem::Failed));
+        assert_eq!(p(Should, Fail, false), Some(Problem::Warning));
+        assert_eq!(p(Should, Fail, true), Some(Problem::Failed));
+        assert_eq!(p(Must, TimedOut, false), Some(Problem::TimedOut));
+        assert_eq!(p(Should, TimedOut, false), Some(Problem::Warning));
+        assert_eq!(p(Should, TimedOut, true), Some(Problem::TimedOut));
+        assert_eq!(p(Should, Blocked, false), Some(Problem::Blocked));
+        assert_eq!(p(Should, Error, false), Some(Problem::Error));
+        assert_eq!(p(Should, Leaked, false), Some(Problem::Leaked));
+        assert_eq!(p(Must, Leaked, false), Some(Problem::Leaked));
+    }
+
+    #[test]
+    fn one_line_reasons() {
+        let mut c = case(
+            "X",
+            Level::Must,
+            Verdict::Fail,
+            "expected: create exits with status 0\nseen:     exit status 1 after 2ms\nreproduce:\n  env -i ./p create",
+        );
+        assert_eq!(one_line_reason(&c), "seen: exit status 1 after 2ms");
+        c.reason = Some("\nleft behind after cleanup:\n  mount /tmp/a\n  mount /tmp/b".into());
+        assert_eq!(
+            one_line_reason(&c),
+            "left behind after cleanup: mount /tmp/a"
+        );
+        c.reason = Some(
+            "blocked by DHV-CREATE-X: this clause cannot be judged because a call it needs failed\ncreate failed: exit status 3".into(),
+        );
+        c.blocked_by = Some("DHV-CREATE-X".into());
+        assert_eq!(one_line_reason(&c), "create failed: exit status 3");
+        c.reason = Some("x".repeat(300));
+        assert_eq!(one_line_reason(&c).chars().count(), MAX_REASON_CHARS + 1);
+        c.reason = None;
+        assert_eq!(one_line_reason(&c), "");
+    }
+}
