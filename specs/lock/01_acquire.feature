@@ -28,7 +28,7 @@ Feature: acquire
     singleton."
 
     Given a Variables server
-    And acquire answers are delayed by 300 ms
+    And acquire answers are delayed by 150 ms
     When the client starts
     Then the protected process started only after a successful acquire was answered
 

@@ -36,5 +36,6 @@ Feature: access
 
     Given a Variables server with ACLs, where the client's token may write the lock in namespace "conform"
     When the client starts
-    Then the client acquires the lock and starts the protected process in time
-    And every request of the client carried its token and named its namespace
+    And the client has run until its protected process runs, or for the start time
+    Then every request of the client carried its token and named its namespace
+    And the client acquires the lock and starts the protected process in time

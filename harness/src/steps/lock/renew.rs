@@ -51,12 +51,11 @@ pub async fn lease(w: &LockWorld, label: &str) -> Result<Lease, String> {
 pub fn last_success(exchanges: &[Exchange], label: &str, before: Instant) -> Option<Exchange> {
     lock_ops(exchanges, label)
         .into_iter()
-        .filter(|e| {
+        .rfind(|e| {
             matches!(e.operation, Operation::Acquire | Operation::Renew)
                 && e.succeeded()
                 && e.at < before
         })
-        .next_back()
         .cloned()
 }
 

@@ -160,7 +160,7 @@ impl Scene {
         label: &str,
     ) -> Result<&RunningClient, String> {
         let addr = self.proxy(label, config.task_api).await?.nomad_addr();
-        let addr = ApiAddr::parse(&addr).map_err(|e| format!("{e}"))?;
+        let addr = ApiAddr::parse(&addr)?;
         let alloc = self.dir.join(format!("alloc-{label}"));
         std::fs::create_dir_all(&alloc)
             .map_err(|e| format!("failed to create {}: {e}", alloc.display()))?;

@@ -289,9 +289,11 @@ async fn invariant(w: &mut LockWorld) -> StepResult {
 
 /// The timeline goes with the case (the HTML report draws it).
 fn attach_timeline(w: &LockWorld, svg: String) {
-    let mut st = crate::recorder::lock(&w.ctx().case);
-    st.notes
-        .push(format!("timeline (SVG, {} bytes) drawn", svg.len()));
+    w.ctx().attach(
+        "timeline: lock holders, protected processes, requests and faults",
+        nomad_conform_reports::model::MEDIA_SVG,
+        svg,
+    );
 }
 
 #[then("the timing advice shows no window in which two copies could run")]
