@@ -1,12 +1,39 @@
 //! The Variables server suite (`nomad-conform variables`): Nomad's Variables, lock and ACL
 //! rules checked against a server, the reference one by default or a real Nomad agent.
+//!
+//! Without `--nomad-addr` the run starts one reference Variables server (with ACLs on and a
+//! management token of its own, and the numbers of the profile's `[lock] server`) that every
+//! scenario shares; scenarios keep apart by their paths, policy and token names, which carry
+//! the scenario's unique token. A scenario that restarts the server starts one of its own.
+//! With `--nomad-addr` the scenarios run against that agent: ACL clauses need ACLs on and a
+//! management token (`--token`), and clauses that need to control the server are skipped.
 
-use nomad_conform_reports::model::RunRecord;
+pub mod api;
+pub mod setup;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use nomad_conform_reports::model::{RunRecord, Subject};
+use nomad_conform_variables::{
+    AclConfig, Listen, ServerConfig, ServerHandle, Token, VariablesServer,
+};
+
+use crate::clauses::{CaseKey, ClauseSet};
 use crate::error::HarnessError;
-use crate::run::SuiteOptions;
+use crate::plugins::dhv::quote;
+use crate::profile::Profile;
+use crate::recorder::RunStore;
+use crate::run::{RunMeta, Selection, SuiteOptions, execute, finish_record, load_suite};
+use crate::steps::variables::VariablesWorld;
+use crate::world::RunCtx;
+use api::{Call, Credential, Endpoint, send};
 
 pub const KIND: &str = "variables";
+
+/// The management token of the reference server the run starts (never a real secret).
+pub const ADMIN_TOKEN: &str = "nomad-conform-management";
 
 /// What the user asked for, as given on the command line.
 #[derive(Clone, Debug, Default)]
@@ -15,11 +42,486 @@ pub struct VariablesOptions {
     pub token: Option<String>,
 }
 
+/// Which server the run checks.
+#[derive(Debug)]
+pub enum Target {
+    /// The reference server the run started; `template` starts more like it.
+    Reference {
+        server: Arc<ServerHandle>,
+        template: Box<ServerConfig>,
+    },
+    /// A Nomad agent at `addr`.
+    Nomad { addr: String },
+}
+
+impl Target {
+    pub fn is_reference(&self) -> bool {
+        matches!(self, Target::Reference { .. })
+    }
+}
+
+/// Whether the ACL clauses can run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Acl {
+    /// ACLs are on and the run has a management token.
+    On,
+    /// Why the ACL clauses are skipped.
+    Off(String),
+}
+
+/// How the harness times what it observes (not numbers of the contract: those are in
+/// [`VariablesConfig::numbers`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// Between two attempts of a client that keeps trying to acquire.
+    pub poll: Duration,
+    /// How late past the point Nomad's numbers give a lock may be cleared.
+    pub tolerance: Duration,
+    /// Longest wait for one answer.
+    pub request_timeout: Duration,
+}
+
+impl Timing {
+    /// A tenth of the shortest TTL between attempts, half of it as tolerance.
+    pub fn for_numbers(numbers: &nomad_conform_variables::Profile) -> Timing {
+        Timing {
+            poll: (numbers.lock_ttl_min / 10).max(Duration::from_millis(20)),
+            tolerance: numbers.lock_ttl_min / 2,
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What the steps of a variables run read.
+#[derive(Debug)]
+pub struct VariablesConfig {
+    pub target: Target,
+    pub endpoint: Endpoint,
+    /// The lock numbers the server enforces (TTL bounds and defaults, the leader's timer).
+    pub numbers: nomad_conform_variables::Profile,
+    /// The management token "the harness" uses (none without ACLs).
+    pub admin: Credential,
+    pub acl: Acl,
+    pub timing: Timing,
+    /// The rerun line's prefix, for reproduce text.
+    pub command_line: String,
+}
+
+/// Run the suite: against the reference server, or the Nomad agent at `--nomad-addr`.
 pub async fn run(
-    _common: &SuiteOptions,
-    _opts: &VariablesOptions,
+    common: &SuiteOptions,
+    opts: &VariablesOptions,
 ) -> Result<RunRecord, HarnessError> {
-    Err(HarnessError::Usage(
-        "the variables suite is being built; it is not available in this build yet".into(),
-    ))
+    let profile = Profile::load(common.profile.as_deref())?;
+    let numbers = profile.lock.server_profile().map_err(HarnessError::Usage)?;
+    let Some(addr) = &opts.nomad_addr else {
+        if opts.token.is_some() {
+            return Err(HarnessError::Usage(
+                "--token goes with --nomad-addr: the reference server is started with a management token of its own"
+                    .into(),
+            ));
+        }
+        return run_reference(common, ServerConfig::localhost().with_profile(numbers)).await;
+    };
+    let endpoint =
+        Endpoint::parse(addr).map_err(|e| HarnessError::Usage(format!("--nomad-addr {e}")))?;
+    if numbers.scale_divisor != 1 {
+        eprintln!(
+            "warning: the profile's [lock] server = {:?} expects the server at {addr} to enforce Nomad's lock numbers divided by {} (TTL from {}); a real Nomad enforces TTL 10s..24h: use the default profile",
+            numbers.name,
+            numbers.scale_divisor,
+            crate::fmt_duration(numbers.lock_ttl_min)
+        );
+    }
+    if opts.token.as_ref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(HarnessError::Usage("--token is empty".into()));
+    }
+    let admin = Credential::management(opts.token.as_deref());
+    let timing = Timing::for_numbers(&numbers);
+    let probe = probe(
+        &endpoint,
+        &admin,
+        opts.token.is_some(),
+        timing.request_timeout,
+    )
+    .await?;
+    let mut rerun = vec![
+        "nomad-conform".to_string(),
+        KIND.into(),
+        "--nomad-addr".into(),
+        quote(addr),
+    ];
+    if opts.token.is_some() {
+        rerun.push("--token \"$NOMAD_TOKEN\"".into());
+    }
+    let setup = Setup {
+        target: Target::Nomad { addr: addr.clone() },
+        endpoint,
+        numbers,
+        admin,
+        acl: probe.acl,
+        anonymous_policy: probe.anonymous_policy,
+        subject: Subject {
+            plugin: addr.clone(),
+            version: probe.version,
+            details: Default::default(),
+        },
+        server_text: format!("Nomad at {addr}"),
+        rerun,
+        secret: opts.token.clone(),
+    };
+    run_setup(common, profile, setup).await
+}
+
+/// Run the suite against a reference server started from `server`, shared by every scenario
+/// (and a copy of it for a scenario that restarts its server). The run listens on
+/// `127.0.0.1` and turns ACLs on with a management token of its own, whatever `server`
+/// says; its profile (the lock numbers) and faults are kept. `run` calls this without
+/// `--nomad-addr`; the project's tests call it with faulty servers.
+pub async fn run_reference(
+    common: &SuiteOptions,
+    server: ServerConfig,
+) -> Result<RunRecord, HarnessError> {
+    let profile = Profile::load(common.profile.as_deref())?;
+    let template = ServerConfig {
+        listen: Listen::localhost(),
+        acl: AclConfig::enabled().with_token(Token::management(ADMIN_TOKEN)),
+        ..server
+    };
+    let numbers = template.profile.clone();
+    let handle = VariablesServer::start(template.clone())
+        .await
+        .map_err(|e| {
+            HarnessError::Internal(format!(
+                "failed to start the reference Variables server: {e}"
+            ))
+        })?;
+    let endpoint = Endpoint::of_server(&handle).ok_or_else(|| {
+        HarnessError::Internal("the reference Variables server has no TCP address".into())
+    })?;
+    let faults: Vec<String> = template.faults.iter().map(|f| f.to_string()).collect();
+    let mut details = vec![("listening on".to_string(), endpoint.base())];
+    if !faults.is_empty() {
+        details.push(("faults".into(), faults.join(", ")));
+    }
+    let mut rerun = vec!["nomad-conform".to_string(), KIND.into()];
+    if let Some(p) = &common.profile {
+        rerun.push("--profile".into());
+        rerun.push(quote(p));
+    }
+    let setup = Setup {
+        target: Target::Reference {
+            server: Arc::new(handle),
+            template: Box::new(template),
+        },
+        endpoint,
+        numbers: numbers.clone(),
+        admin: Credential::management(Some(ADMIN_TOKEN)),
+        acl: Acl::On,
+        anonymous_policy: false,
+        subject: Subject {
+            plugin: "reference Variables server (nomad-conform-variables)".into(),
+            version: Some(env!("CARGO_PKG_VERSION").into()),
+            details: details.into_iter().collect(),
+        },
+        server_text: if faults.is_empty() {
+            "the reference Variables server".into()
+        } else {
+            format!(
+                "the reference Variables server with faults {}",
+                faults.join(", ")
+            )
+        },
+        rerun,
+        secret: None,
+    };
+    run_setup(common, profile, setup).await
+}
+
+/// Everything a run needs beside the common options.
+struct Setup {
+    target: Target,
+    endpoint: Endpoint,
+    numbers: nomad_conform_variables::Profile,
+    admin: Credential,
+    acl: Acl,
+    anonymous_policy: bool,
+    subject: Subject,
+    server_text: String,
+    rerun: Vec<String>,
+    /// The user's token, redacted from the record.
+    secret: Option<String>,
+}
+
+async fn run_setup(
+    common: &SuiteOptions,
+    profile: Profile,
+    setup: Setup,
+) -> Result<RunRecord, HarnessError> {
+    let started_at = Utc::now();
+    let (features, clauses, mut selection) = load_suite(KIND, common)?;
+    let mut rerun = setup.rerun;
+    if let Some(d) = &common.specs {
+        rerun.push("--specs".into());
+        rerun.push(quote(&d.display().to_string()));
+    }
+    let config = VariablesConfig {
+        endpoint: setup.endpoint,
+        timing: Timing::for_numbers(&setup.numbers),
+        numbers: setup.numbers,
+        admin: setup.admin,
+        acl: setup.acl,
+        command_line: rerun.join(" "),
+        target: setup.target,
+    };
+    for (key, reason) in skips(&clauses, &selection, &config, setup.anonymous_policy) {
+        selection.skip(&key, reason);
+    }
+    let run_id = crate::run::new_run_id();
+    let seed = crate::run::seed_or_random(common.seed);
+    let scratch_base = crate::run::make_scratch_base(&std::env::temp_dir(), &run_id)?;
+    let store = RunStore::new(clauses, config.command_line.clone(), seed);
+    if let Some(s) = &setup.secret {
+        store.add_secret(s);
+    }
+    let n = &config.numbers;
+    let numbers_text = format!(
+        "{} lock numbers: TTL {}..{}, default TTL {}, lock delay {}",
+        n.name,
+        crate::steps::variables::go_duration(n.lock_ttl_min),
+        crate::steps::variables::go_duration(n.lock_ttl_max),
+        crate::steps::variables::go_duration(n.lock_ttl_default),
+        crate::steps::variables::go_duration(n.lock_delay_default)
+    );
+    let header = format!(
+        "nomad-conform {KIND}: {} ({numbers_text}), profile {}, seed {seed}, run {run_id}{}",
+        setup.server_text,
+        profile.name,
+        common
+            .shard
+            .map(|s| format!(", shard {s}"))
+            .unwrap_or_default()
+    );
+    let mut subject = setup.subject;
+    subject
+        .details
+        .insert("server".into(), setup.server_text.clone());
+    subject.details.insert("numbers".into(), numbers_text);
+    subject.details.insert(
+        "ACLs".into(),
+        match &config.acl {
+            Acl::On => "on, with a management token".into(),
+            Acl::Off(why) => format!("clauses skipped: {why}"),
+        },
+    );
+    let progress = crate::console::Progress::start(
+        &store,
+        &header,
+        selection.run.len() + selection.skip.len(),
+        common.output,
+        common.strict,
+    );
+    let ctx = Arc::new(RunCtx {
+        run_id,
+        seed,
+        profile,
+        config,
+        scratch_base: scratch_base.clone(),
+        store,
+    });
+    let interrupted =
+        execute::<VariablesWorld>(ctx.clone(), features, &selection, common.jobs.max(1)).await;
+    progress.finish();
+    if let Target::Reference { server, .. } = &ctx.config.target
+        && let Err(e) = server.shutdown().await
+    {
+        eprintln!("warning: the reference Variables server did not stop cleanly: {e}");
+    }
+    let cleanup = crate::ledger::remove_scratch(&scratch_base);
+    for leak in &cleanup.leaked {
+        eprintln!("warning: {leak}");
+    }
+    let meta = RunMeta {
+        kind: KIND.into(),
+        subject,
+        command_line: common.command_line.clone(),
+        started_at,
+        strict: common.strict,
+        shard: common.shard,
+    };
+    Ok(finish_record(&ctx, meta, interrupted))
+}
+
+/// Clauses the run cannot check, with the reason.
+fn skips(
+    clauses: &ClauseSet,
+    selection: &Selection,
+    config: &VariablesConfig,
+    anonymous_policy: bool,
+) -> Vec<(CaseKey, String)> {
+    let mut out = Vec::new();
+    for key in &selection.run {
+        let Some(clause) = clauses.get(key) else {
+            continue;
+        };
+        let reason = clause.tags.iter().find_map(|t| match (t.as_str(), &config.target, &config.acl) {
+            ("requires-reference-server", Target::Nomad { addr }, _) => Some(format!(
+                "the clause needs the reference Variables server (it restarts the server, or makes a workload identity token, which Nomad has no API for); this run checks Nomad at {addr}"
+            )),
+            ("acl", _, Acl::Off(why)) => Some(why.clone()),
+            ("requires-no-anonymous-policy", _, _) if anonymous_policy => Some(
+                "the server has an ACL policy named \"anonymous\", which may grant requests without a token what this clause expects refused; run it against a cluster without one"
+                    .to_string(),
+            ),
+            _ => None,
+        });
+        if let Some(r) = reason {
+            out.push((key.clone(), r));
+        }
+    }
+    out
+}
+
+/// What the harness learns about a Nomad agent before the run.
+struct Probe {
+    acl: Acl,
+    anonymous_policy: bool,
+    version: Option<String>,
+}
+
+/// Ask the agent who the token is (`/v1/acl/token/self`), whether an anonymous policy
+/// exists, and its version (`/v1/agent/self`).
+async fn probe(
+    endpoint: &Endpoint,
+    admin: &Credential,
+    token_given: bool,
+    timeout: Duration,
+) -> Result<Probe, HarnessError> {
+    let get = |operation: &'static str, target: &str| Call {
+        operation,
+        method: "GET",
+        target: target.to_string(),
+        body: None,
+        credential: admin.clone(),
+    };
+    let me = send(endpoint, get("acl-token", "/v1/acl/token/self"), timeout).await;
+    let base = endpoint.base();
+    let acl = match me.status {
+        None => {
+            return Err(HarnessError::Usage(format!(
+                "failed to reach the Nomad API at {base}: {}",
+                me.error.unwrap_or_default()
+            )));
+        }
+        Some(403) if token_given => {
+            return Err(HarnessError::Usage(format!(
+                "the server at {base} refuses the token given with --token ({})",
+                me.outcome()
+            )));
+        }
+        Some(200) => match me
+            .json()
+            .and_then(|j| j.get("Type").and_then(|t| t.as_str()).map(str::to_string))
+        {
+            Some(t) if t == "management" => Acl::On,
+            Some(t) if token_given => Acl::Off(format!(
+                "the token given with --token is a {t} token, not a management token: the ACL clauses create ACL policies and tokens"
+            )),
+            _ => Acl::Off(format!(
+                "ACLs are on at {base} and no --token was given: give a management token for the ACL clauses (they create ACL policies and tokens)"
+            )),
+        },
+        Some(_) if me.body.contains("ACL support disabled") => Acl::Off(format!(
+            "ACLs are off at {base} (GET /v1/acl/token/self answered {})",
+            me.outcome()
+        )),
+        Some(_) => Acl::Off(format!(
+            "the server at {base} could not tell who the token is (GET /v1/acl/token/self answered {})",
+            me.outcome()
+        )),
+    };
+    let anonymous_policy = acl == Acl::On
+        && send(
+            endpoint,
+            get("acl-policy", "/v1/acl/policy/anonymous"),
+            timeout,
+        )
+        .await
+        .status
+            == Some(200);
+    let version = send(endpoint, get("agent", "/v1/agent/self"), timeout)
+        .await
+        .json()
+        .and_then(|j| {
+            j.pointer("/config/Version/Version")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        });
+    Ok(Probe {
+        acl,
+        anonymous_policy,
+        version,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timing_follows_the_numbers() {
+        let fast = Timing::for_numbers(&nomad_conform_variables::Profile::fast());
+        assert_eq!(fast.poll, Duration::from_millis(100));
+        assert_eq!(fast.tolerance, Duration::from_millis(500));
+        let nomad = Timing::for_numbers(&nomad_conform_variables::Profile::nomad());
+        assert_eq!(nomad.poll, Duration::from_secs(1));
+        assert_eq!(nomad.tolerance, Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn probe_reads_the_reference_servers_acl_state() {
+        let on = VariablesServer::start(
+            ServerConfig::localhost()
+                .with_acl(AclConfig::enabled().with_token(Token::management("root"))),
+        )
+        .await
+        .unwrap();
+        let endpoint = Endpoint::of_server(&on).unwrap();
+        let t = Duration::from_secs(5);
+        let p = probe(&endpoint, &Credential::management(Some("root")), true, t)
+            .await
+            .unwrap();
+        assert_eq!(p.acl, Acl::On);
+        assert!(!p.anonymous_policy);
+        let anon = probe(&endpoint, &Credential::management(None), false, t)
+            .await
+            .unwrap();
+        assert!(
+            matches!(anon.acl, Acl::Off(ref why) if why.contains("no --token")),
+            "{:?}",
+            anon.acl
+        );
+        let bad = probe(&endpoint, &Credential::management(Some("nope")), true, t).await;
+        assert!(matches!(bad, Err(HarnessError::Usage(ref m)) if m.contains("refuses")));
+        let off = VariablesServer::start(ServerConfig::localhost())
+            .await
+            .unwrap();
+        let p = probe(
+            &Endpoint::of_server(&off).unwrap(),
+            &Credential::management(None),
+            false,
+            t,
+        )
+        .await
+        .unwrap();
+        assert!(
+            matches!(p.acl, Acl::Off(ref why) if why.contains("ACLs are off")),
+            "{:?}",
+            p.acl
+        );
+        on.shutdown().await.unwrap();
+        let gone = probe(&endpoint, &Credential::management(Some("root")), true, t).await;
+        assert!(matches!(gone, Err(HarnessError::Usage(ref m)) if m.contains("failed to reach")));
+        off.shutdown().await.unwrap();
+    }
 }
