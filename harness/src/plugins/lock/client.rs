@@ -634,19 +634,13 @@ impl Drop for RunningClient {
 /// line that needs a shell (operators, redirections, `$` expansions) runs under `/bin/sh -c`,
 /// and then the signal reaches the shell.
 pub fn task_argv(line: &str) -> Vec<String> {
-    const OPERATORS: [&str; 10] = [";", "&&", "||", "|", "&", ">", "<", ">>", "(", ")"];
-    let needs_shell = line.contains('$')
-        || line.contains('`')
-        || match shlex::split(line) {
-            Some(words) => {
-                words.is_empty() || words.iter().any(|w| OPERATORS.contains(&w.as_str()))
-            }
-            None => true,
-        };
-    if needs_shell {
-        return vec!["/bin/sh".to_string(), "-c".to_string(), line.to_string()];
+    // Any shell syntax (even quoted, to stay simple): run under a shell.
+    const SHELL: [char; 9] = ['$', '`', ';', '|', '&', '<', '>', '(', ')'];
+    let words = shlex::split(line).filter(|w| !w.is_empty());
+    match words {
+        Some(words) if !line.contains(SHELL) => words,
+        _ => vec!["/bin/sh".to_string(), "-c".to_string(), line.to_string()],
     }
-    shlex::split(line).unwrap_or_default()
 }
 
 /// Where the harness writes a sidecar's application PID.
