@@ -424,12 +424,16 @@ async fn probe(
             .and_then(|j| j.get("Type").and_then(|t| t.as_str()).map(str::to_string))
         {
             Some(t) if t == "management" => Acl::On,
-            Some(t) if token_given => Acl::Off(format!(
-                "the token given with --token is a {t} token, not a management token: the ACL clauses create ACL policies and tokens"
-            )),
-            _ => Acl::Off(format!(
-                "ACLs are on at {base} and no --token was given: give a management token for the ACL clauses (they create ACL policies and tokens)"
-            )),
+            Some(t) if token_given => {
+                return Err(HarnessError::Usage(format!(
+                    "the token given with --token is a {t} token: the suite needs a management token (it writes variables below conform/ and makes ACL policies, tokens and namespaces)"
+                )));
+            }
+            _ => {
+                return Err(HarnessError::Usage(format!(
+                    "ACLs are on at {base}: give a management token with --token (the suite writes variables below conform/ and makes ACL policies, tokens and namespaces)"
+                )));
+            }
         },
         Some(_) if me.body.contains("ACL support disabled") => Acl::Off(format!(
             "ACLs are off at {base} (GET /v1/acl/token/self answered {})",
@@ -493,13 +497,11 @@ mod tests {
             .unwrap();
         assert_eq!(p.acl, Acl::On);
         assert!(!p.anonymous_policy);
-        let anon = probe(&endpoint, &Credential::management(None), false, t)
-            .await
-            .unwrap();
+        let anon = probe(&endpoint, &Credential::management(None), false, t).await;
         assert!(
-            matches!(anon.acl, Acl::Off(ref why) if why.contains("no --token")),
+            matches!(anon, Err(HarnessError::Usage(ref m)) if m.contains("give a management token")),
             "{:?}",
-            anon.acl
+            anon.as_ref().err()
         );
         let bad = probe(&endpoint, &Credential::management(Some("nope")), true, t).await;
         assert!(matches!(bad, Err(HarnessError::Usage(ref m)) if m.contains("refuses")));

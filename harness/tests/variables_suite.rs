@@ -1,0 +1,388 @@
+//! The Variables server suite against the reference server: every clause passes, through the
+//! server `nomad-conform variables` starts itself and through `--nomad-addr` (which also shows
+//! that a run leaves nothing behind on the server); every MUST clause fails on at least one
+//! broken server (a reference server with one fault switch on), found by the suite as it
+//! would find it on a real cluster.
+
+use std::collections::BTreeSet;
+
+use futures::StreamExt as _;
+use nomad_conform::console::Output;
+use nomad_conform::run::SuiteOptions;
+use nomad_conform_reports::model::{RunRecord, Verdict};
+use nomad_conform_variables::{
+    AclConfig, Fault, Profile, ServerConfig, ServerHandle, Token, VariablesServer,
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nomad-conform");
+
+/// The clauses that need the reference server (`@requires-reference-server`).
+const REFERENCE_ONLY: &[&str] = &["VARIABLES-ACL-WORKLOAD", "VARIABLES-RESTART-KEEPS-LOCK"];
+
+/// Each broken server, and the clauses the suite must fail on it.
+const BROKEN: &[(Fault, &[&str])] = &[
+    (Fault::SetAnswersEmpty, &["VARIABLES-SET-CREATE"]),
+    (Fault::ReadDropsItems, &["VARIABLES-READ-ROUNDTRIP"]),
+    (
+        Fault::MissingIs200,
+        &["VARIABLES-READ-MISSING", "VARIABLES-DELETE-REMOVES"],
+    ),
+    (Fault::SetMergesItems, &["VARIABLES-SET-REPLACE"]),
+    (Fault::EmptyItemsAccepted, &["VARIABLES-SET-NEEDS-ITEMS"]),
+    (Fault::DeleteKeeps, &["VARIABLES-DELETE-REMOVES"]),
+    (Fault::ListIgnoresPrefix, &["VARIABLES-LIST-PREFIX"]),
+    (
+        Fault::CasIgnored,
+        &[
+            "VARIABLES-CAS-CREATE-ONLY",
+            "VARIABLES-CAS-INDEX",
+            "VARIABLES-CAS-DELETE",
+        ],
+    ),
+    (Fault::AcquireNoId, &["VARIABLES-ACQUIRE-GRANTS"]),
+    (Fault::DefaultTtlMin, &["VARIABLES-ACQUIRE-DEFAULTS"]),
+    (Fault::TtlUnchecked, &["VARIABLES-ACQUIRE-TTL-BOUNDS"]),
+    (Fault::AcquireSteals, &["VARIABLES-ACQUIRE-HELD"]),
+    (Fault::RenewRefused, &["VARIABLES-RENEW-HOLDER"]),
+    (Fault::RenewIgnoresId, &["VARIABLES-RENEW-REFUSED"]),
+    (Fault::ReleaseKeepsLock, &["VARIABLES-RELEASE-HOLDER"]),
+    (Fault::ReleaseIgnoresId, &["VARIABLES-RELEASE-REFUSED"]),
+    (
+        Fault::LockedWritable,
+        &["VARIABLES-LOCKED-WRITE", "VARIABLES-LOCKED-DELETE"],
+    ),
+    (Fault::LockedUnreadable, &["VARIABLES-LOCKED-READABLE"]),
+    (Fault::EarlyExpiry, &["VARIABLES-EXPIRY-HELD-FOR-TTL"]),
+    (Fault::RenewNoReset, &["VARIABLES-EXPIRY-RENEW-EXTENDS"]),
+    (
+        Fault::NoExpiry,
+        &["VARIABLES-EXPIRY-FREES", "VARIABLES-EXPIRY-LOCK-DELAY"],
+    ),
+    (Fault::NoLockDelay, &["VARIABLES-EXPIRY-LOCK-DELAY"]),
+    (Fault::NamespaceIgnored, &["VARIABLES-NAMESPACE-SEPARATE"]),
+    (
+        Fault::PathUnchecked,
+        &["VARIABLES-PATH-FORMAT", "VARIABLES-PATH-RESERVED"],
+    ),
+    (Fault::AnonymousManagement, &["VARIABLES-ACL-NO-TOKEN"]),
+    (Fault::ReadGrantsWrite, &["VARIABLES-ACL-READ"]),
+    (Fault::WriteImpliesRead, &["VARIABLES-ACL-WRITE-NOT-READ"]),
+    (Fault::DestroyNeedsWrite, &["VARIABLES-ACL-DESTROY"]),
+    (Fault::ReadNotList, &["VARIABLES-ACL-LIST"]),
+    (Fault::LockNeedsRead, &["VARIABLES-ACL-LOCK-NEEDS-WRITE"]),
+    (Fault::DenyFallsThrough, &["VARIABLES-ACL-DENY"]),
+    (Fault::GlobNoSlash, &["VARIABLES-ACL-GLOB"]),
+    (Fault::GlobsBeforeExact, &["VARIABLES-ACL-EXACT-FIRST"]),
+    (Fault::FirstGlobWins, &["VARIABLES-ACL-CLOSEST-GLOB"]),
+    (Fault::PolicyUnchecked, &["VARIABLES-ACL-POLICY-CHECKED"]),
+    (Fault::WorkloadPrefix, &["VARIABLES-ACL-WORKLOAD"]),
+    (Fault::RestartDropsLocks, &["VARIABLES-RESTART-KEEPS-LOCK"]),
+];
+
+/// A reference server with the fast numbers, ACLs on and `token` as its management token.
+async fn server(token: &str, fault: Option<Fault>) -> ServerHandle {
+    let mut config = ServerConfig::localhost()
+        .with_profile(Profile::fast())
+        .with_acl(AclConfig::enabled().with_token(Token::management(token)));
+    if let Some(f) = fault {
+        config = config.with_fault(f);
+    }
+    VariablesServer::start(config)
+        .await
+        .expect("start a server")
+}
+
+struct Run {
+    code: Option<i32>,
+    record: RunRecord,
+    json: String,
+    output: String,
+}
+
+/// `nomad-conform <args> --seed 7 --json <tmp>`, and its record.
+async fn nomad_conform(args: &[&str]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let out = tokio::process::Command::new(BIN)
+        .args(args)
+        .args(["--seed", "7", "--json"])
+        .arg(&json)
+        .output()
+        .await
+        .expect("run nomad-conform");
+    let output = format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text =
+        std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("no JSON record ({e})\n{output}"));
+    Run {
+        code: out.status.code(),
+        record: serde_json::from_str(&text).unwrap(),
+        json: text,
+        output,
+    }
+}
+
+/// Every case whose verdict is not `want`, with its reason.
+fn not(record: &RunRecord, want: Verdict, except: &[&str]) -> Vec<String> {
+    record
+        .cases
+        .iter()
+        .filter(|c| !except.contains(&c.clause.as_str()) && c.verdict != want)
+        .map(|c| {
+            format!(
+                "{}: {}\n    {}",
+                c.clause,
+                c.verdict.as_str(),
+                c.reason.as_deref().unwrap_or("").replace('\n', "\n    ")
+            )
+        })
+        .collect()
+}
+
+fn must_clauses() -> BTreeSet<String> {
+    let out = std::process::Command::new(BIN)
+        .args(["list", "variables"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("MUST"))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_server_passes_every_clause() {
+    let run = nomad_conform(&["variables", "--profile", "fast"]).await;
+    let wrong = not(&run.record, Verdict::Pass, &[]);
+    assert!(
+        wrong.is_empty(),
+        "clauses that do not pass on the reference server:\n{}\n{}",
+        wrong.join("\n"),
+        run.output
+    );
+    assert_eq!(run.record.cases.len(), must_clauses().len());
+    assert_eq!(run.code, Some(0), "{}", run.output);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_nomad_addr_every_clause_passes_and_nothing_is_left_behind() {
+    let token = "mgmt-3f1d6a0c-7c55";
+    let server = server(token, None).await;
+    let addr = server.nomad_addr();
+    let run = nomad_conform(&[
+        "variables",
+        "--nomad-addr",
+        &addr,
+        "--token",
+        token,
+        "--profile",
+        "fast",
+    ])
+    .await;
+    let wrong = not(&run.record, Verdict::Pass, REFERENCE_ONLY);
+    assert!(
+        wrong.is_empty(),
+        "clauses that do not pass through --nomad-addr:\n{}\n{}",
+        wrong.join("\n"),
+        run.output
+    );
+    for id in REFERENCE_ONLY {
+        let case = run.record.cases.iter().find(|c| c.clause == *id).unwrap();
+        assert_eq!(case.verdict, Verdict::Skip, "{id}");
+        let reason = case.reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("reference Variables server"), "{reason}");
+    }
+    assert_eq!(run.code, Some(0), "{}", run.output);
+    // What the scenarios made is gone again: variables, policies, tokens.
+    let left: Vec<String> = server
+        .variables()
+        .iter()
+        .map(|v| format!("{}/{}", v.metadata.namespace, v.metadata.path))
+        .collect();
+    assert!(left.is_empty(), "variables left behind: {left:?}");
+    let acl = server.acl();
+    assert!(acl.policies.is_empty(), "policies left: {:?}", acl.policies);
+    assert_eq!(acl.tokens.len(), 1, "tokens left: {:?}", acl.tokens);
+    // The management token never reaches the record.
+    assert!(!run.json.contains(token), "the token is in the record");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_acls_the_acl_clauses_are_skipped_with_the_reason() {
+    let server = VariablesServer::start(ServerConfig::localhost().with_profile(Profile::fast()))
+        .await
+        .unwrap();
+    let addr = server.nomad_addr();
+    let run = nomad_conform(&[
+        "variables",
+        "--nomad-addr",
+        &addr,
+        "--profile",
+        "fast",
+        "--tags",
+        "@acl or @VARIABLES-SET-CREATE",
+    ])
+    .await;
+    let acl: Vec<_> = run
+        .record
+        .cases
+        .iter()
+        .filter(|c| c.clause.starts_with("VARIABLES-ACL-"))
+        .collect();
+    assert_eq!(acl.len(), 12);
+    for case in acl {
+        assert_eq!(case.verdict, Verdict::Skip, "{}", case.clause);
+        let reason = case.reason.as_deref().unwrap_or_default();
+        assert!(
+            reason.contains("ACLs are off") || reason.contains("reference Variables server"),
+            "{}: {reason}",
+            case.clause
+        );
+    }
+    let created = run
+        .record
+        .cases
+        .iter()
+        .find(|c| c.clause == "VARIABLES-SET-CREATE")
+        .unwrap();
+    assert_eq!(created.verdict, Verdict::Pass, "{}", run.output);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_must_clause_fails_on_a_broken_server() {
+    let named: BTreeSet<String> = BROKEN
+        .iter()
+        .flat_map(|(_, ids)| ids.iter().map(|s| s.to_string()))
+        .collect();
+    let unproven: Vec<String> = must_clauses().difference(&named).cloned().collect();
+    assert!(
+        unproven.is_empty(),
+        "MUST clauses no broken server fails: {unproven:?}"
+    );
+
+    // Through --nomad-addr, as against a real cluster, several at a time.
+    let cases = BROKEN
+        .iter()
+        .filter(|(_, ids)| !ids.iter().any(|id| REFERENCE_ONLY.contains(id)));
+    let problems: Vec<String> = futures::stream::iter(cases)
+        .map(|(fault, ids)| async move {
+            let token = "broken-server-management";
+            let server = server(token, Some(*fault)).await;
+            let tags: Vec<String> = ids.iter().map(|id| format!("@{id}")).collect();
+            let run = nomad_conform(&[
+                "variables",
+                "--nomad-addr",
+                &server.nomad_addr(),
+                "--token",
+                token,
+                "--profile",
+                "fast",
+                "--tags",
+                &tags.join(" or "),
+            ])
+            .await;
+            server.shutdown().await.unwrap();
+            check(*fault, ids, &run.record, run.code, &run.output)
+        })
+        .buffer_unordered(6)
+        .flat_map(futures::stream::iter)
+        .collect()
+        .await;
+
+    // The clauses that need the reference server: the suite starts the broken server itself.
+    let mut problems = problems;
+    for (fault, ids) in BROKEN
+        .iter()
+        .filter(|(_, ids)| ids.iter().any(|id| REFERENCE_ONLY.contains(id)))
+    {
+        let tags: Vec<String> = ids.iter().map(|id| format!("@{id}")).collect();
+        let common = SuiteOptions {
+            tags: Some(tags.join(" or ")),
+            jobs: 2,
+            seed: Some(7),
+            output: Output {
+                quiet: true,
+                verbose: false,
+            },
+            ..SuiteOptions::default()
+        };
+        let config = ServerConfig::localhost()
+            .with_profile(Profile::fast())
+            .with_fault(*fault);
+        let record = nomad_conform::kinds::variables::run_reference(&common, config)
+            .await
+            .expect("run the suite in-process");
+        problems.extend(check(*fault, ids, &record, None, ""));
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// The named clauses failed (and, from the binary, the exit status says so).
+fn check(
+    fault: Fault,
+    ids: &[&str],
+    record: &RunRecord,
+    code: Option<i32>,
+    output: &str,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for id in ids {
+        match record.cases.iter().find(|c| c.clause == *id) {
+            None => problems.push(format!("{fault}: {id} did not run\n{output}")),
+            Some(c) if !c.verdict.is_failure() => problems.push(format!(
+                "{fault}: {id} is {}, not a failure\n    {}",
+                c.verdict.as_str(),
+                c.reason.as_deref().unwrap_or("").replace('\n', "\n    ")
+            )),
+            Some(c) => {
+                let reason = c.reason.as_deref().unwrap_or_default();
+                if !reason.contains("expected:") || !reason.contains("curl ") {
+                    problems.push(format!(
+                        "{fault}: {id}'s failure does not say what was expected and how to repeat it:\n    {reason}"
+                    ));
+                }
+            }
+        }
+    }
+    if code.is_some() && code != Some(1) {
+        problems.push(format!(
+            "{fault}: exit status {code:?}, expected 1\n{output}"
+        ));
+    }
+    problems
+}
+
+#[test]
+fn list_names_every_clause_with_its_basis() {
+    let out = std::process::Command::new(BIN)
+        .args(["list", "variables", "--format", "json"])
+        .output()
+        .unwrap();
+    let clauses: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        (30..=45).contains(&clauses.len()),
+        "{} clauses",
+        clauses.len()
+    );
+    for c in &clauses {
+        let id = c["id"].as_str().unwrap();
+        let basis = c["basis"].as_str().unwrap_or_default();
+        assert!(basis.starts_with("Nomad "), "{id}: basis {basis:?}");
+        assert!(
+            !c["text"].as_str().unwrap_or_default().contains("Basis:"),
+            "{id}"
+        );
+    }
+}
