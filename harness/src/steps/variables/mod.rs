@@ -348,15 +348,10 @@ impl VariablesWorld {
         format!("{}-{what}{}", self.ctx().token, self.made_names)
     }
 
-    /// The reproduce lines: the rerun command, then the scenario's requests as curl commands.
+    /// The reproduce lines: the scenario's requests as curl commands (the report adds the
+    /// command that reruns the clause).
     pub fn reproduce(&self) -> Vec<String> {
-        let ctx = self.ctx();
-        let mut out = vec![format!(
-            "{} --seed {} --tags @{}",
-            self.config().command_line,
-            ctx.run.seed,
-            ctx.clause.id
-        )];
+        let mut out = Vec::new();
         let skip = self.exchanges.len().saturating_sub(REPRODUCE_LIMIT);
         if skip > 0 {
             out.push(format!(
