@@ -280,7 +280,7 @@ fn readme_lists_every_clause_with_its_level() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
     let mut missing = Vec::new();
-    for kind in ["dhv", "csi", "driver", "lock"] {
+    for kind in ["dhv", "csi", "driver", "lock", "variables"] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
             .args(["list", kind, "--format", "json"])
             .output()
