@@ -41,7 +41,13 @@ fn suite(json: &Path) -> Duration {
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
         .args(["lock", "--client", &client, "--give-up", "2s"])
-        .args(["--stop-on-client-after", "1s", "--profile", "fast", "--json"])
+        .args([
+            "--stop-on-client-after",
+            "1s",
+            "--profile",
+            "fast",
+            "--json",
+        ])
         .arg(json)
         .output()
         .expect("nomad-conform runs");
