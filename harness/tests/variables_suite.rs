@@ -19,65 +19,61 @@ const BIN: &str = env!("CARGO_BIN_EXE_nomad-conform");
 /// The clauses that need the reference server (`@requires-reference-server`).
 const REFERENCE_ONLY: &[&str] = &["VARIABLES-ACL-WORKLOAD", "VARIABLES-RESTART-KEEPS-LOCK"];
 
-/// Each broken server, and the clauses the suite must fail on it.
-const BROKEN: &[(Fault, &[&str])] = &[
-    (Fault::SetAnswersEmpty, &["VARIABLES-SET-CREATE"]),
-    (Fault::ReadDropsItems, &["VARIABLES-READ-ROUNDTRIP"]),
-    (
-        Fault::MissingIs200,
-        &["VARIABLES-READ-MISSING", "VARIABLES-DELETE-REMOVES"],
-    ),
-    (Fault::SetMergesItems, &["VARIABLES-SET-REPLACE"]),
-    (Fault::EmptyItemsAccepted, &["VARIABLES-SET-NEEDS-ITEMS"]),
-    (Fault::DeleteKeeps, &["VARIABLES-DELETE-REMOVES"]),
-    (Fault::ListIgnoresPrefix, &["VARIABLES-LIST-PREFIX"]),
-    (
-        Fault::CasIgnored,
-        &[
-            "VARIABLES-CAS-CREATE-ONLY",
-            "VARIABLES-CAS-INDEX",
-            "VARIABLES-CAS-DELETE",
-        ],
-    ),
-    (Fault::AcquireNoId, &["VARIABLES-ACQUIRE-GRANTS"]),
-    (Fault::DefaultTtlMin, &["VARIABLES-ACQUIRE-DEFAULTS"]),
-    (Fault::TtlUnchecked, &["VARIABLES-ACQUIRE-TTL-BOUNDS"]),
-    (Fault::AcquireSteals, &["VARIABLES-ACQUIRE-HELD"]),
-    (Fault::RenewRefused, &["VARIABLES-RENEW-HOLDER"]),
-    (Fault::RenewIgnoresId, &["VARIABLES-RENEW-REFUSED"]),
-    (Fault::ReleaseKeepsLock, &["VARIABLES-RELEASE-HOLDER"]),
-    (Fault::ReleaseIgnoresId, &["VARIABLES-RELEASE-REFUSED"]),
-    (
-        Fault::LockedWritable,
-        &["VARIABLES-LOCKED-WRITE", "VARIABLES-LOCKED-DELETE"],
-    ),
-    (Fault::LockedUnreadable, &["VARIABLES-LOCKED-READABLE"]),
-    (Fault::EarlyExpiry, &["VARIABLES-EXPIRY-HELD-FOR-TTL"]),
-    (Fault::RenewNoReset, &["VARIABLES-EXPIRY-RENEW-EXTENDS"]),
-    (
-        Fault::NoExpiry,
-        &["VARIABLES-EXPIRY-FREES", "VARIABLES-EXPIRY-LOCK-DELAY"],
-    ),
-    (Fault::NoLockDelay, &["VARIABLES-EXPIRY-LOCK-DELAY"]),
-    (Fault::NamespaceIgnored, &["VARIABLES-NAMESPACE-SEPARATE"]),
-    (
-        Fault::PathUnchecked,
-        &["VARIABLES-PATH-FORMAT", "VARIABLES-PATH-RESERVED"],
-    ),
-    (Fault::AnonymousManagement, &["VARIABLES-ACL-NO-TOKEN"]),
-    (Fault::ReadGrantsWrite, &["VARIABLES-ACL-READ"]),
-    (Fault::WriteImpliesRead, &["VARIABLES-ACL-WRITE-NOT-READ"]),
-    (Fault::DestroyNeedsWrite, &["VARIABLES-ACL-DESTROY"]),
-    (Fault::ReadNotList, &["VARIABLES-ACL-LIST"]),
-    (Fault::LockNeedsRead, &["VARIABLES-ACL-LOCK-NEEDS-WRITE"]),
-    (Fault::DenyFallsThrough, &["VARIABLES-ACL-DENY"]),
-    (Fault::GlobNoSlash, &["VARIABLES-ACL-GLOB"]),
-    (Fault::GlobsBeforeExact, &["VARIABLES-ACL-EXACT-FIRST"]),
-    (Fault::FirstGlobWins, &["VARIABLES-ACL-CLOSEST-GLOB"]),
-    (Fault::PolicyUnchecked, &["VARIABLES-ACL-POLICY-CHECKED"]),
-    (Fault::WorkloadPrefix, &["VARIABLES-ACL-WORKLOAD"]),
-    (Fault::RestartDropsLocks, &["VARIABLES-RESTART-KEEPS-LOCK"]),
-];
+/// A fixture of fixtures/variables: a broken server (one fault switch of the reference
+/// server) and the clauses the suite must fail on it, or a variant and what it skips.
+#[derive(serde::Deserialize)]
+struct Expect {
+    description: String,
+    #[serde(default)]
+    faults: Vec<String>,
+    #[serde(default)]
+    fail: Vec<String>,
+    #[serde(default)]
+    skip: Vec<String>,
+}
+
+fn fixture(name: &str) -> Expect {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/variables")
+        .join(name)
+        .join("expect.toml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Each broken server of fixtures/variables, and the clauses the suite must fail on it.
+fn broken() -> Vec<(Fault, Vec<String>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/variables");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.contains("variant"))
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|n| {
+            let e = fixture(n);
+            assert_eq!(e.faults.len(), 1, "{n}: one fault switch per fixture");
+            assert!(!e.description.is_empty(), "{n}: say what the server breaks");
+            let fault: Fault = e.faults[0].parse().unwrap_or_else(|e| panic!("{n}: {e:?}"));
+            (fault, e.fail)
+        })
+        .collect()
+}
+
+#[test]
+fn every_fault_switch_has_a_fixture() {
+    let covered: BTreeSet<String> = broken().iter().map(|(f, _)| f.name().to_string()).collect();
+    for f in Fault::ALL {
+        assert!(
+            covered.contains(f.name()),
+            "no fixture turns on {}",
+            f.name()
+        );
+    }
+}
 
 /// A reference server with the fast numbers, ACLs on and `token` as its management token.
 async fn server(token: &str, fault: Option<Fault>) -> ServerHandle {
@@ -229,6 +225,7 @@ async fn without_acls_the_acl_clauses_are_skipped_with_the_reason() {
         "@acl or @VARIABLES-SET-CREATE",
     ])
     .await;
+    let skip = fixture("variant-acls-off").skip;
     let acl: Vec<_> = run
         .record
         .cases
@@ -236,6 +233,13 @@ async fn without_acls_the_acl_clauses_are_skipped_with_the_reason() {
         .filter(|c| c.clause.starts_with("VARIABLES-ACL-"))
         .collect();
     assert_eq!(acl.len(), 12);
+    assert_eq!(
+        acl.iter()
+            .map(|c| c.clause.clone())
+            .collect::<BTreeSet<_>>(),
+        skip.iter().cloned().collect::<BTreeSet<_>>(),
+        "fixtures/variables/variant-acls-off names the clauses a server without ACLs skips"
+    );
     for case in acl {
         assert_eq!(case.verdict, Verdict::Skip, "{}", case.clause);
         let reason = case.reason.as_deref().unwrap_or_default();
@@ -257,9 +261,10 @@ async fn without_acls_the_acl_clauses_are_skipped_with_the_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_must_clause_fails_on_a_broken_server() {
-    let named: BTreeSet<String> = BROKEN
+    let broken = broken();
+    let named: BTreeSet<String> = broken
         .iter()
-        .flat_map(|(_, ids)| ids.iter().map(|s| s.to_string()))
+        .flat_map(|(_, ids)| ids.iter().cloned())
         .collect();
     let unproven: Vec<String> = must_clauses().difference(&named).cloned().collect();
     assert!(
@@ -268,9 +273,9 @@ async fn every_must_clause_fails_on_a_broken_server() {
     );
 
     // Through --nomad-addr, as against a real cluster, several at a time.
-    let cases = BROKEN
+    let cases = broken
         .iter()
-        .filter(|(_, ids)| !ids.iter().any(|id| REFERENCE_ONLY.contains(id)));
+        .filter(|(_, ids)| !ids.iter().any(|id| REFERENCE_ONLY.contains(&id.as_str())));
     let problems: Vec<String> = futures::stream::iter(cases)
         .map(|(fault, ids)| async move {
             let token = "broken-server-management";
@@ -298,9 +303,9 @@ async fn every_must_clause_fails_on_a_broken_server() {
 
     // The clauses that need the reference server: the suite starts the broken server itself.
     let mut problems = problems;
-    for (fault, ids) in BROKEN
+    for (fault, ids) in broken
         .iter()
-        .filter(|(_, ids)| ids.iter().any(|id| REFERENCE_ONLY.contains(id)))
+        .filter(|(_, ids)| ids.iter().any(|id| REFERENCE_ONLY.contains(&id.as_str())))
     {
         let tags: Vec<String> = ids.iter().map(|id| format!("@{id}")).collect();
         let common = SuiteOptions {
@@ -332,14 +337,14 @@ async fn every_must_clause_fails_on_a_broken_server() {
 /// The named clauses failed (and, from the binary, the exit status says so).
 fn check(
     fault: Fault,
-    ids: &[&str],
+    ids: &[String],
     record: &RunRecord,
     code: Option<i32>,
     output: &str,
 ) -> Vec<String> {
     let mut problems = Vec::new();
     for id in ids {
-        match record.cases.iter().find(|c| c.clause == *id) {
+        match record.cases.iter().find(|c| &c.clause == id) {
             None => problems.push(format!("{fault}: {id} did not run\n{output}")),
             Some(c) if !c.verdict.is_failure() => problems.push(format!(
                 "{fault}: {id} is {}, not a failure\n    {}",

@@ -3,7 +3,6 @@
 //! or a real Nomad behind the harness's proxy), skip what the run cannot check, run; whatever
 //! happened, no client or protected process stays running.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,28 +85,27 @@ impl ServerChoice {
         matches!(self, ServerChoice::Reference(_))
     }
 
+    /// The server's lock numbers: the reference server's profile, or Nomad's own.
+    fn numbers(&self) -> nomad_conform_variables::Profile {
+        match self {
+            ServerChoice::Reference(p) => p.clone(),
+            ServerChoice::Nomad { .. } => nomad_conform_variables::Profile::nomad(),
+        }
+    }
+
     /// The shortest TTL the server grants (Nomad: 10 s).
     pub fn ttl_min(&self) -> Duration {
-        match self {
-            ServerChoice::Reference(p) => p.lock_ttl_min,
-            ServerChoice::Nomad { .. } => Duration::from_secs(10),
-        }
+        self.numbers().lock_ttl_min
     }
 
     /// The TTL a lock gets when it asks for none (Nomad: 15 s).
     pub fn ttl_default(&self) -> Duration {
-        match self {
-            ServerChoice::Reference(p) => p.lock_ttl_default,
-            ServerChoice::Nomad { .. } => Duration::from_secs(15),
-        }
+        self.numbers().lock_ttl_default
     }
 
     /// The lock delay a lock gets when it asks for none (Nomad: 15 s).
     pub fn delay_default(&self) -> Duration {
-        match self {
-            ServerChoice::Reference(p) => p.lock_delay_default,
-            ServerChoice::Nomad { .. } => Duration::from_secs(15),
-        }
+        self.numbers().lock_delay_default
     }
 }
 
@@ -371,9 +369,4 @@ pub async fn run(common: &SuiteOptions, opts: &LockOptions) -> Result<RunRecord,
         shard: common.shard,
     };
     Ok(finish_record(&ctx, meta, interrupted))
-}
-
-/// The sentinel's full path for a client whose allocation directory is `alloc_dir`.
-pub fn sentinel_path(alloc_dir: &std::path::Path, name: &str) -> PathBuf {
-    alloc_dir.join(name)
 }

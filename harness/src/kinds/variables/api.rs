@@ -4,17 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::Request;
-use hyper_util::rt::TokioIo;
 use nomad_conform_reports::model::{OpEvent, Request as EvRequest, Response as EvResponse};
-use tokio::net::TcpStream;
 
 use crate::plugins::dhv::quote;
-
-/// Largest answer read (a list of a busy cluster's variables stays far below).
-const MAX_ANSWER: usize = 4 * 1024 * 1024;
+use crate::plugins::lock::Upstream;
 /// Longest body kept in a record or shown in a message.
 const EXCERPT: usize = 4096;
 
@@ -32,26 +25,13 @@ impl Endpoint {
                 "{addr}: https is not supported; give the agent's plain http address (or a local TLS-terminating proxy in front of it)"
             ));
         }
-        let Some(rest) = addr.strip_prefix("http://") else {
-            return Err(format!("{addr}: expected http://host:port"));
-        };
-        let authority = rest.split('/').next().unwrap_or_default();
-        if authority.is_empty() || authority.contains('@') {
-            return Err(format!("{addr}: expected http://host:port"));
+        match Upstream::parse(addr).map_err(|e| e.to_string())? {
+            Upstream::Tcp(sa) => Ok(Endpoint {
+                authority: sa.to_string(),
+            }),
+            Upstream::Http { authority } => Ok(Endpoint { authority }),
+            Upstream::Unix(_) => Err(format!("{addr}: expected http://host:port")),
         }
-        let has_port = match authority.rsplit_once(':') {
-            Some((host, port)) => {
-                !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && !host.ends_with(':')
-            }
-            None => false,
-        };
-        let bracketed_v6 = authority.starts_with('[') && authority.ends_with(']');
-        let authority = if has_port && !bracketed_v6 {
-            authority.to_string()
-        } else {
-            format!("{authority}:4646")
-        };
-        Ok(Endpoint { authority })
     }
 
     /// The reference server's TCP address.
@@ -59,6 +39,13 @@ impl Endpoint {
         server.addr().map(|a| Endpoint {
             authority: a.to_string(),
         })
+    }
+
+    /// Where [`call`] connects.
+    fn upstream(&self) -> Upstream {
+        Upstream::Http {
+            authority: self.authority.clone(),
+        }
     }
 
     /// `http://host:port`
@@ -293,17 +280,19 @@ pub fn encode_query(value: &str) -> String {
 /// Send `call` to `endpoint` on a new connection, within `timeout`.
 pub async fn send(endpoint: &Endpoint, call: Call, timeout: Duration) -> Exchange {
     let at = Instant::now();
-    let result = tokio::time::timeout(timeout, exchange(endpoint, &call)).await;
+    let result = crate::plugins::lock::api::call(
+        &endpoint.upstream(),
+        call.method,
+        &call.target,
+        call.credential.secret.as_deref(),
+        call.body.clone(),
+        timeout,
+    )
+    .await;
     let duration = at.elapsed();
     let (status, index, body, error) = match result {
-        Ok(Ok((status, index, body))) => (Some(status), index, body, None),
-        Ok(Err(e)) => (None, None, String::new(), Some(e)),
-        Err(_) => (
-            None,
-            None,
-            String::new(),
-            Some(format!("no answer within {}", crate::fmt_duration(timeout))),
-        ),
+        Ok(a) => (Some(a.status), a.index, a.body, None),
+        Err(e) => (None, None, String::new(), Some(e)),
     };
     Exchange {
         operation: call.operation,
@@ -319,46 +308,6 @@ pub async fn send(endpoint: &Endpoint, call: Call, timeout: Duration) -> Exchang
         at,
         duration,
     }
-}
-
-async fn exchange(endpoint: &Endpoint, call: &Call) -> Result<(u16, Option<u64>, String), String> {
-    let stream = TcpStream::connect(endpoint.authority.as_str())
-        .await
-        .map_err(|e| format!("failed to connect to {}: {e}", endpoint.authority))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("failed to start HTTP with {}: {e}", endpoint.authority))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut req = Request::builder()
-        .method(call.method)
-        .uri(&call.target)
-        .header("host", &endpoint.authority);
-    if let Some(secret) = &call.credential.secret {
-        req = req.header("x-nomad-token", secret);
-    }
-    let req = req
-        .body(Full::new(Bytes::from(
-            call.body.clone().unwrap_or_default(),
-        )))
-        .map_err(|e| format!("failed to build the request: {e}"))?;
-    let resp = sender
-        .send_request(req)
-        .await
-        .map_err(|e| format!("the connection failed: {e}"))?;
-    let status = resp.status().as_u16();
-    let index = resp
-        .headers()
-        .get("x-nomad-index")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok());
-    let bytes = Limited::new(resp.into_body(), MAX_ANSWER)
-        .collect()
-        .await
-        .map_err(|e| format!("failed to read the answer: {e}"))?
-        .to_bytes();
-    Ok((status, index, String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! The harness's own calls to the Variables lock API: what "another holder" does (acquire,
-//! renew, release), sent through a proxy of its own so that its exchanges are recorded beside
-//! the clients' and its lock ID is attributed to it.
+//! The harness's own calls to the Variables API: one request on a fresh connection ([`call`],
+//! also the transport of the Variables server suite), and what "another holder" of a lock does
+//! (acquire, renew, release), sent through a proxy of its own so that its exchanges are recorded
+//! beside the clients' and its lock ID is attributed to it.
 
 use std::time::Duration;
 
@@ -12,13 +13,15 @@ use serde_json::json;
 use super::exchange::lock_id_in;
 use super::proxy::{Upstream, connect};
 
-/// Largest answer read.
-const MAX_ANSWER: usize = 64 * 1024;
+/// Largest answer read (a list of a busy cluster's variables stays far below).
+const MAX_ANSWER: usize = 4 * 1024 * 1024;
 
 /// Status and body of one answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
     pub status: u16,
+    /// The `X-Nomad-Index` header, when there is one.
+    pub index: Option<u64>,
     pub body: String,
 }
 
@@ -48,6 +51,11 @@ pub async fn call(
             .await
             .map_err(|e| format!("no answer: {e}"))?;
         let status = resp.status().as_u16();
+        let index = resp
+            .headers()
+            .get("x-nomad-index")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
         let bytes = Limited::new(resp.into_body(), MAX_ANSWER)
             .collect()
             .await
@@ -55,6 +63,7 @@ pub async fn call(
             .to_bytes();
         Ok(Answer {
             status,
+            index,
             body: String::from_utf8_lossy(&bytes).into_owned(),
         })
     };

@@ -148,16 +148,16 @@ async fn other_releases(w: &mut LockWorld) -> StepResult {
         None => w.lock_profile().hold_for,
     };
     tokio::time::sleep(hold).await;
-    let scene = w.scene_mut()?;
-    let Some(other) = scene.other.take() else {
-        return Err("harness error: nobody else holds the lock".into());
+    let Some(other) = w.scene_mut()?.other.take() else {
+        return Err(w.ctx().harness_error("nobody else holds the lock"));
     };
-    let at = other
-        .release()
-        .await
-        .map_err(|e| format!("harness error: {e}"))?;
-    scene.other_released = Some(at);
-    Ok(())
+    match other.release().await {
+        Ok(at) => {
+            w.scene_mut()?.other_released = Some(at);
+            Ok(())
+        }
+        Err(e) => Err(w.ctx().harness_error(e)),
+    }
 }
 
 #[then("the client acquires the lock and starts the protected process in time")]
@@ -287,9 +287,7 @@ async fn gives_up(w: &mut LockWorld) -> StepResult {
     let give_up = w.config().give_up.unwrap_or_default();
     let slack = w.lock_profile().stop_within;
     let scene = w.scene()?;
-    let client = scene
-        .client(CLIENT)
-        .ok_or_else(|| "harness error: no client".to_string())?;
+    let client = w.client(CLIENT)?;
     let status = client.wait_exit(give_up + slack).await;
     let took = client
         .exited_at()

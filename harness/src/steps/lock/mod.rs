@@ -81,6 +81,14 @@ impl LockWorld {
         Ok(self.scene.as_mut().expect("checked"))
     }
 
+    /// The running client `label`.
+    pub fn client(&self, label: &str) -> Result<&crate::plugins::lock::RunningClient, String> {
+        self.scene()?.client(label).ok_or_else(|| {
+            self.ctx()
+                .harness_error(format!("the clause started no client {label}"))
+        })
+    }
+
     /// The reproduce lines of a failure: the rerun command, then the client's requests.
     pub fn reproduce(&self, exchanges: &[&Exchange]) -> Vec<String> {
         let ctx = self.ctx();

@@ -55,9 +55,7 @@ async fn released(w: &mut LockWorld) -> StepResult {
 async fn exits(w: &mut LockWorld, want: String) -> StepResult {
     let within = w.lock_profile().stop_within * 2;
     let scene = w.scene()?;
-    let client = scene
-        .client(CLIENT)
-        .ok_or_else(|| "harness error: no client".to_string())?;
+    let client = w.client(CLIENT)?;
     let status = client.wait_exit(within).await;
     let probe_exit = scene.probes_of(CLIENT).first().and_then(|p| p.exit);
     let ok = match (&status, want.as_str()) {
@@ -98,9 +96,7 @@ async fn stop_with(w: &mut LockWorld, signal: String) -> StepResult {
     let kill = w.config().kill_timeout;
     w.signalled_at = Some(Instant::now());
     let scene = w.scene()?;
-    let client = scene
-        .client(CLIENT)
-        .ok_or_else(|| "harness error: no client".to_string())?;
+    let client = w.client(CLIENT)?;
     let _ = client.signal(sig);
     if client.wait_exit(kill).await.is_none() {
         // Nomad's SIGKILL after kill_timeout.
@@ -211,9 +207,7 @@ fn refusal_window(w: &LockWorld) -> Duration {
 async fn refused(w: &mut LockWorld) -> StepResult {
     let within = refusal_window(w);
     let scene = w.scene()?;
-    let client = scene
-        .client(CLIENT)
-        .ok_or_else(|| "harness error: no client".to_string())?;
+    let client = w.client(CLIENT)?;
     let status = client.wait_exit(within).await;
     let ex = scene.exchanges();
     let ops = lock_ops(&ex, CLIENT);
@@ -252,9 +246,7 @@ async fn refusal_prompt(w: &mut LockWorld) -> StepResult {
     let within = refusal_window(w);
     let max = w.lock_profile().refusal_max_attempts;
     let scene = w.scene()?;
-    let client = scene
-        .client(CLIENT)
-        .ok_or_else(|| "harness error: no client".to_string())?;
+    let client = w.client(CLIENT)?;
     client.wait_exit(within).await;
     let ex = scene.exchanges();
     let ops = lock_ops(&ex, CLIENT);

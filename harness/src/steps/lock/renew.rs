@@ -296,10 +296,7 @@ async fn stopped_after_conflict(w: &mut LockWorld) -> StepResult {
 #[then("the client exits non-zero after the conflict")]
 async fn exits_after_conflict(w: &mut LockWorld) -> StepResult {
     let within = w.lock_profile().stop_within * 2;
-    let scene = w.scene()?;
-    let client = scene
-        .client(CLIENT)
-        .ok_or_else(|| "harness error: no client".to_string())?;
+    let client = w.client(CLIENT)?;
     let status = client.wait_exit(within).await;
     let r = match status {
         Some(s) if failed(&s) => Ok(()),
@@ -376,7 +373,7 @@ async fn lapse_check(
     let Some(last) = last_success(&ex, CLIENT, at) else {
         return Err(w
             .ctx()
-            .blocked(ROOT, "harness error: no success before the failures".into()));
+            .harness_error("no successful acquire or renew before the failures"));
     };
     let deadline = answered_at(&last) + lifetime(&l);
     let late: Vec<_> = scene

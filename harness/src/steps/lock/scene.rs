@@ -181,7 +181,7 @@ impl Scene {
             },
             Pattern::Sidecar { command, sentinel } => ClientSpec::Sidecar {
                 command: command.clone(),
-                sentinel: crate::kinds::lock::sentinel_path(&alloc, sentinel),
+                sentinel: alloc.join(sentinel),
                 kill_timeout: config.kill_timeout,
             },
         };

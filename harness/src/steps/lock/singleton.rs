@@ -45,10 +45,8 @@ async fn keep_running(w: &mut LockWorld, n: usize, until: Instant) -> StepResult
                 None => *slot = Some(Instant::now()),
                 Some(at) if at.elapsed() >= RESTART_DELAY => {
                     *slot = None;
-                    scene
-                        .start_client(&run.config, &l)
-                        .await
-                        .map_err(|e| format!("harness error: {e}"))?;
+                    let r = scene.start_client(&run.config, &l).await.map(|_| ());
+                    r.map_err(|e| w.ctx().harness_error(e))?;
                 }
                 _ => {}
             }
@@ -116,9 +114,9 @@ async fn campaign(w: &mut LockWorld) -> StepResult {
     let task_api = run.config.task_api;
     for i in 0..n {
         let proxy = w.scene_mut()?.proxy(&label(i), task_api).await?;
-        proxy
-            .start_campaign(campaign.clone())
-            .map_err(|e| format!("harness error: {e}"))?;
+        if let Err(e) = proxy.start_campaign(campaign.clone()) {
+            return Err(w.ctx().harness_error(e.to_string()));
+        }
         proxy.partition_window(PartitionMode::Refuse, outage_at, outage_at + outage);
     }
     keep_running(w, n, start + p.campaign).await?;
@@ -194,12 +192,12 @@ async fn restart(w: &mut LockWorld) -> StepResult {
         .scene()?
         .server
         .clone()
-        .ok_or_else(|| "harness error: no reference server to restart".to_string())?;
+        .ok_or_else(|| w.ctx().harness_error("no reference server to restart"))?;
     w.fault_at = Some(Instant::now());
-    server
-        .restart_with_downtime(l.ttl)
-        .await
-        .map_err(|e| format!("harness error: failed to restart the server: {e}"))?;
+    server.restart_with_downtime(l.ttl).await.map_err(|e| {
+        w.ctx()
+            .harness_error(format!("failed to restart the server: {e}"))
+    })?;
     let until = Instant::now() + w.lock_profile().hold_for;
     keep_running(w, 2, until).await?;
     stop_all(w).await
