@@ -19,8 +19,7 @@ ensure_tools() {
     fi
 }
 
-# What the DHV reference plugins and the test suite call: ext4 tools and loop mounts for the
-# ext4-image plugin, perl for a fixture, xmllint to validate JUnit against its schema, and
-# Chromium with its WebDriver for the HTML report tests.
-ensure_tools mkfs.ext4:e2fsprogs mountpoint:util-linux losetup:mount perl:perl-base \
-    xmllint:libxml2-utils chromium:chromium chromedriver:chromium-driver
+# What the main job (scripts/run-reference) needs: ext4 tools and loop mounts for the
+# ext4-image DHV plugin, mountpoint for the CSI reference plugin's bind mounts. Nothing else:
+# a browser and its driver are for the tests only (scripts/test asks for them).
+ensure_tools mkfs.ext4:e2fsprogs mountpoint:util-linux losetup:mount
