@@ -35,6 +35,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Explain(args) => explain(&args),
         Command::Report(args) => report(&args, output),
         Command::Probe(args) => Ok(crate::plugins::lock::probe::run(&args)),
+        Command::Manpage { out_dir } => manpage(out_dir.as_deref()),
         Command::Completions(args) => {
             clap_complete::generate(
                 args.shell,
@@ -275,4 +276,16 @@ fn list(args: &ListArgs) -> Result<i32, HarnessError> {
         }
     }
     Ok(0)
+}
+
+/// The man pages (clap_mangen) the Debian package ships: the main page on stdout, or the page of
+/// every visible command written to `out_dir`, which the main page's SUBCOMMANDS section names.
+fn manpage(out_dir: Option<&std::path::Path>) -> Result<i32, HarnessError> {
+    let cmd = Cli::command().disable_help_subcommand(true);
+    match out_dir {
+        Some(dir) => clap_mangen::generate_to(cmd, dir),
+        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout()),
+    }
+    .map(|()| 0)
+    .map_err(|e| HarnessError::Internal(format!("writing the man page: {e}")))
 }

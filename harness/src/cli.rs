@@ -67,6 +67,13 @@ pub enum Command {
     /// The protected process of a lock client under test: reports to the harness (internal).
     #[command(hide = true)]
     Probe(crate::plugins::lock::probe::ProbeArgs),
+    /// Print the man page (roff), or write every command's page to a directory (packaging).
+    #[command(hide = true)]
+    Manpage {
+        /// Write nomad-conform.1 and nomad-conform-COMMAND.1 for every command to DIR.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 /// Where reports go; shared by the suites and `report`.
