@@ -113,7 +113,8 @@ pub fn properties(record: &RunRecord) -> Vec<(String, String)> {
     p
 }
 
-fn testcase(record: &RunRecord, case: &Case) -> TestCase {
+/// The testcase of one clause (also used by the fleet report, one suite per node × plugin).
+pub(crate) fn testcase(record: &RunRecord, case: &Case) -> TestCase {
     let status = match case.verdict {
         Verdict::Pass => TestCaseStatus::success(),
         Verdict::Skip => {
@@ -199,7 +200,7 @@ fn first_line(s: &str) -> String {
 /// quick-junit writes `skipped` (and sometimes `disabled`) on `<testsuites>`; the Jenkins schema
 /// allows only `name`, `time`, `tests`, `failures` and `errors` there. Re-emit the document with
 /// the root element's other attributes dropped; everything else passes through unchanged.
-fn strip_root_attributes(xml: &str) -> Result<String, JunitError> {
+pub(crate) fn strip_root_attributes(xml: &str) -> Result<String, JunitError> {
     let start = xml
         .find("<testsuites")
         .ok_or_else(|| JunitError::Rewrite("no <testsuites> element".into()))?;
