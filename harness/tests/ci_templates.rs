@@ -665,3 +665,80 @@ fn gitlab_job_downloads_the_packaged_asset_when_not_installed() {
         "the download goes to TMPDIR"
     );
 }
+
+// ---- README ----
+
+/// README's Install and "In CI" snippets use what the templates have: the action's inputs, the
+/// template's job and variables, this release, and the asset scripts/package-deb builds.
+#[test]
+fn readme_snippets_match_the_templates() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = |heading: &str| -> String {
+        let start = readme
+            .find(heading)
+            .unwrap_or_else(|| panic!("README has {heading}"));
+        let body = &readme[start + heading.len()..];
+        let end = body.find("\n## ").unwrap_or(body.len());
+        body[..end].to_string()
+    };
+    let blocks = |text: &str, lang: &str| -> Vec<String> {
+        text.split(&format!("```{lang}\n"))
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap().to_string())
+            .collect()
+    };
+
+    let install = section("## Install\n");
+    let sh = blocks(&install, "sh").join("");
+    let url = sh
+        .split_whitespace()
+        .find(|w| w.starts_with("https://"))
+        .expect("the download URL");
+    let expected = expected_download_url();
+    let arch_free = |u: &str| u.rsplit_once('_').unwrap().0.to_string();
+    assert_eq!(
+        arch_free(url),
+        arch_free(&expected),
+        "README downloads the packaged asset"
+    );
+    let deb = url.rsplit('/').next().unwrap();
+    assert!(
+        sh.contains(&format!("dpkg -i {deb}")),
+        "README installs what it downloads"
+    );
+
+    let ci = section("### In CI\n");
+    let yaml = blocks(&ci, "yaml");
+    assert_eq!(yaml.len(), 2, "a GitHub and a GitLab snippet");
+    let github = YamlLoader::load_from_str(&yaml[0]).unwrap().remove(0);
+    let step = &github[0];
+    assert_eq!(
+        text(&step["uses"]),
+        format!("nomad-conform/nomad-conform@v{}", version())
+    );
+    let with: Vec<(&str, String)> = step["with"]
+        .as_hash()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (text(k), text(v).to_string()))
+        .collect();
+    action_inputs(&load("action.yml"), &with); // every key is an input
+
+    let gitlab = YamlLoader::load_from_str(&yaml[1]).unwrap().remove(0);
+    assert_eq!(
+        text(&gitlab["include"][0]["remote"]),
+        format!(
+            "https://raw.githubusercontent.com/nomad-conform/nomad-conform/v{}/docs/ci/gitlab-ci.yml",
+            version()
+        )
+    );
+    let job = &gitlab["conformance"];
+    assert_eq!(text(&job["extends"]), ".nomad-conform");
+    let template = load("docs/ci/gitlab-ci.yml");
+    for (k, _) in job["variables"].as_hash().unwrap() {
+        assert!(
+            !template[".nomad-conform"]["variables"][text(k)].is_badvalue(),
+            "the template has the variable {k:?}"
+        );
+    }
+}
