@@ -1,12 +1,14 @@
 //! From parsed command line to exit status: run a suite or re-render reports, write the report
 //! files, print the summary.
 
+use std::path::PathBuf;
+
 use clap::CommandFactory as _;
 use nomad_conform_reports::model::{RunRecord, Shard};
 
 use crate::cli::{
-    Cli, Command, CsiArgs, DhvArgs, DriverArgs, ExplainArgs, ListArgs, ListFormat, LockArgs,
-    ReportArgs, ReportFiles, SuiteArgs, VariablesArgs,
+    Cli, CollectArgs, Command, CsiArgs, DhvArgs, DriverArgs, ExplainArgs, FleetCommand, ListArgs,
+    ListFormat, LockArgs, ReportArgs, ReportFiles, SuiteArgs, VariablesArgs,
 };
 use crate::console::Output;
 use crate::error::{HarnessError, exit_code_for};
@@ -34,6 +36,11 @@ pub fn run(cli: Cli) -> i32 {
         Command::List(args) => list(&args),
         Command::Explain(args) => explain(&args),
         Command::Report(args) => report(&args, output),
+        Command::Fleet(args) => match args.command {
+            FleetCommand::Collect(args) => {
+                runtime().and_then(|rt| rt.block_on(fleet_collect(*args, output)))
+            }
+        },
         Command::Probe(args) => Ok(crate::plugins::lock::probe::run(&args)),
         Command::Manpage { out_dir } => manpage(out_dir.as_deref()),
         Command::Completions(args) => {
@@ -95,8 +102,43 @@ fn suite_options(s: &SuiteArgs, output: Output) -> Result<SuiteOptions, HarnessE
 async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
     let capture = dhv::parse_bytes("--capture-limit", &args.capture_limit)?;
+    let plugin = match (&args.plugin, &args.plugin_dir) {
+        (Some(_), Some(_)) => {
+            return Err(HarnessError::Usage(
+                "give either a PLUGIN or --plugin-dir DIR, not both".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(HarnessError::Usage(
+                "give the plugin to test (nomad-conform dhv PLUGIN) or a directory of plugins \
+                 (--plugin-dir DIR)"
+                    .into(),
+            ));
+        }
+        (None, Some(_)) => {
+            let r = &args.suite.reports;
+            if r.junit.is_some() || r.html.is_some() || r.json.is_some() {
+                return Err(HarnessError::Usage(
+                    "with --plugin-dir, reports go to --out-dir DIR (<plugin>.json, .xml and \
+                     .html for each plugin); --junit, --html and --json name one plugin's files"
+                        .into(),
+                ));
+            }
+            PathBuf::new()
+        }
+        (Some(p), None) => {
+            if args.out_dir.is_some() {
+                return Err(HarnessError::Usage(
+                    "--out-dir is for --plugin-dir; for one plugin use --junit, --html and \
+                     --json"
+                        .into(),
+                ));
+            }
+            p.clone()
+        }
+    };
     let opts = DhvOptions {
-        plugin: args.plugin.clone(),
+        plugin,
         volumes_dir: args.volumes_dir.clone(),
         parameters: args.parameters.clone(),
         failing_parameters: args.failing_parameters.clone(),
@@ -106,8 +148,32 @@ async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
         capture_limit: usize::try_from(capture).unwrap_or(usize::MAX),
         property_cases: args.property_cases,
     };
+    if let Some(dir) = &args.plugin_dir {
+        return dhv::plugin_dir::run(&common, &opts, dir, args.out_dir.as_deref(), output).await;
+    }
     let record = dhv::run(&common, &opts).await?;
     finish(&record, &args.suite.reports, output)
+}
+
+async fn fleet_collect(args: CollectArgs, output: Output) -> Result<i32, HarnessError> {
+    let timeout = humantime::parse_duration(args.timeout.trim()).map_err(|e| {
+        HarnessError::Usage(format!(
+            "--timeout {:?} is not a duration: {e}",
+            args.timeout
+        ))
+    })?;
+    if args.job.trim().is_empty() {
+        return Err(HarnessError::Usage("--job must name a job".into()));
+    }
+    let opts = crate::fleet::CollectOptions {
+        job: args.job.clone(),
+        namespace: args.namespace.clone(),
+        nomad_addr: args.nomad_addr.clone(),
+        token: args.token.clone(),
+        records_dir: args.records_dir.clone(),
+        timeout,
+    };
+    crate::fleet::run(&opts, &args.reports, output).await
 }
 
 async fn run_csi(args: CsiArgs, output: Output) -> Result<i32, HarnessError> {

@@ -62,6 +62,8 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Render reports again from saved run records, or merge the records of shards into one.
     Report(ReportArgs),
+    /// Certify a fleet with Nomad: collect what the conform-fleet job found on every node.
+    Fleet(FleetArgs),
     /// Print a shell completion script.
     Completions(CompletionArgs),
     /// The protected process of a lock client under test: reports to the harness (internal).
@@ -238,9 +240,19 @@ pub struct VariablesArgs {
 
 #[derive(Debug, Args)]
 pub struct DhvArgs {
-    /// The plugin executable, as it would sit in Nomad's host_volume_plugin_dir.
+    /// The plugin executable, as it would sit in Nomad's host_volume_plugin_dir (or give
+    /// --plugin-dir instead).
     #[arg(env = "NOMAD_CONFORM_PLUGIN")]
-    pub plugin: PathBuf,
+    pub plugin: Option<PathBuf>,
+    /// Test every plugin in DIR, one run each, as the Nomad client finds them in its
+    /// host_volume_plugin_dir: every entry that is not a directory and has an execute bit
+    /// (hidden files too; symlinks that stay inside DIR), sorted by name.
+    #[arg(long, value_name = "DIR", env = "NOMAD_CONFORM_PLUGIN_DIR")]
+    pub plugin_dir: Option<PathBuf>,
+    /// With --plugin-dir: write each plugin's reports into DIR as <plugin>.json, <plugin>.xml
+    /// and <plugin>.html (made if missing). --json, --junit and --html name one plugin's files.
+    #[arg(long, value_name = "DIR", env = "NOMAD_CONFORM_OUT_DIR")]
+    pub out_dir: Option<PathBuf>,
     /// Directory to make volumes directories in (DHV_VOLUMES_DIR of each clause is a new
     /// directory inside it). Default: the system temporary directory.
     #[arg(long, value_name = "DIR", env = "NOMAD_CONFORM_VOLUMES_DIR")]
@@ -425,4 +437,60 @@ pub struct ReportArgs {
 pub struct CompletionArgs {
     /// The shell to complete for.
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    #[command(subcommand)]
+    pub command: FleetCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Read the run records of the job's newest allocation on every node through the Nomad
+    /// HTTP API and merge them into one report: a table node x plugin x verdict, problems
+    /// first, and a section per node. Exit status: 0 every plugin on every node conformant;
+    /// 1 something failed or a node has no record; 2 usage; 3 Nomad unreachable or answered
+    /// an error.
+    Collect(Box<CollectArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    /// The job that ran nomad-conform on every node (deploy/nomad/conform-fleet.nomad.hcl).
+    #[arg(long, value_name = "JOB", default_value = "conform-fleet")]
+    pub job: String,
+    /// The job's namespace.
+    #[arg(
+        long,
+        value_name = "NS",
+        env = "NOMAD_NAMESPACE",
+        default_value = "default"
+    )]
+    pub namespace: String,
+    /// The Nomad HTTP API: http://HOST:PORT or unix:///PATH (as NOMAD_ADDR for the nomad CLI).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "NOMAD_ADDR",
+        default_value = "http://127.0.0.1:4646"
+    )]
+    pub nomad_addr: String,
+    /// An ACL token with read-job and read-fs on the namespace, sent as X-Nomad-Token.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "NOMAD_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// The directory of each allocation that holds the records, as the fs API names it
+    /// (the jobspec writes them to ${NOMAD_ALLOC_DIR}/conform).
+    #[arg(long, value_name = "PATH", default_value = "alloc/conform")]
+    pub records_dir: String,
+    /// How long to wait for each answer from Nomad.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub timeout: String,
+    #[command(flatten)]
+    pub reports: ReportFiles,
 }

@@ -196,7 +196,7 @@ mod tests {
         .unwrap();
         assert!(cli.quiet);
         let a = dhv(&cli);
-        assert_eq!(a.plugin, PathBuf::from("/p"));
+        assert_eq!(a.plugin, Some(PathBuf::from("/p")));
         assert_eq!(a.capacity_max.as_deref(), Some("1GiB"));
         assert_eq!(a.suite.jobs, 3);
         assert!(a.inherit_env);

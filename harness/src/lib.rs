@@ -12,6 +12,7 @@ pub mod console;
 pub mod error;
 pub mod escapees;
 pub mod explain;
+pub mod fleet;
 pub mod goversion;
 pub mod kinds;
 pub mod ledger;

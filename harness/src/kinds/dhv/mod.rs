@@ -1,4 +1,7 @@
 //! The dynamic host volume suite: validate the user's options, probe the plugin's version, run.
+//! [`plugin_dir`] runs it for every plugin of a directory.
+
+pub mod plugin_dir;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
