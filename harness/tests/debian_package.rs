@@ -82,6 +82,24 @@ fn control_fields(control: &str) -> Vec<(String, String)> {
 
 /// The man pages the package must carry: the main page, and one per visible command, as the
 /// main page's SUBCOMMANDS section names them (nomad-conform-dhv(1), ...).
+/// The .proto files under `dir`, as paths relative to it.
+fn proto_files(dir: &Path) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.extension().is_some_and(|e| e == "proto") {
+                let rel = path.strip_prefix(dir).unwrap();
+                out.insert(rel.display().to_string());
+            }
+        }
+    }
+    out
+}
+
 fn expected_man_pages() -> BTreeSet<String> {
     fn walk(cmd: &clap::Command, prefix: &str, pages: &mut BTreeSet<String>) {
         pages.insert(format!("usr/share/man/man1/{prefix}.1.gz"));
@@ -209,6 +227,12 @@ fn package_builds_installs_and_runs_the_dhv_suite() {
     .into_iter()
     .map(String::from)
     .collect();
+    // Our .proto files, for the reproduce blocks' grpcurl commands: every one of the tree's.
+    expected.extend(
+        proto_files(&root().join("proto/proto"))
+            .into_iter()
+            .map(|rel| format!("usr/share/nomad-conform/proto/{rel}")),
+    );
     expected.extend(expected_man_pages());
     assert_eq!(files, expected, "the package's files");
     for asset in table["assets"].as_array().unwrap() {

@@ -3,3 +3,18 @@ pub mod csi;
 pub mod dhv;
 pub mod driver;
 pub mod lock;
+
+/// Where our .proto files are, for the grpcurl commands in reproduce blocks (plugins rarely
+/// serve gRPC reflection): the source tree the binary was built from while it is still there,
+/// else where the Debian package installs them, else a placeholder the reader replaces.
+pub fn proto_dir() -> String {
+    let built = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/proto");
+    [built, INSTALLED_PROTOS]
+        .iter()
+        .find_map(|d| std::path::Path::new(d).canonicalize().ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "NOMAD_CONFORM_SOURCE/proto/proto".into())
+}
+
+/// The Debian package's copy of proto/proto (harness/Cargo.toml, `[package.metadata.deb]`).
+pub const INSTALLED_PROTOS: &str = "/usr/share/nomad-conform/proto";

@@ -167,7 +167,7 @@ impl Rpc {
     pub fn reproduce(&self, socket: &Path) -> String {
         format!(
             "grpcurl -plaintext -import-path {} -proto csi/v1/csi.proto -unix -d {} {} {}",
-            crate::plugins::dhv::quote(&proto_dir()),
+            crate::plugins::dhv::quote(&crate::plugins::proto_dir()),
             crate::plugins::dhv::quote(&self.request.to_string()),
             socket.display(),
             self.path.trim_start_matches('/')
@@ -202,16 +202,6 @@ impl Rpc {
             reproduce: Some(self.reproduce(socket)),
             notes,
         }
-    }
-}
-
-/// Where our csi.proto lives: in the source tree the binary was built from, when it is still
-/// there (grpcurl needs it: plugins rarely serve gRPC reflection).
-fn proto_dir() -> String {
-    let built = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/proto");
-    match std::path::Path::new(built).canonicalize() {
-        Ok(p) => p.display().to_string(),
-        Err(_) => "NOMAD_CONFORM_SOURCE/proto/proto".into(),
     }
 }
 

@@ -1,21 +1,10 @@
 //! Shell scripts that repeat a recorded call: start the plugin with Nomad's environment, read
 //! its handshake line, and call the method with grpcurl against the announced address (unix
-//! socket or TCP), using our .proto files (import path: `proto/proto` of the source tree the
-//! harness was built from). Requests are protobuf JSON, so bytes fields (msgpack payloads)
-//! are base64 strings.
+//! socket or TCP), using our .proto files (import path: [`crate::plugins::proto_dir`]).
+//! Requests are protobuf JSON, so bytes fields (msgpack payloads) are base64 strings.
 
 use super::Service;
 use super::launch::LaunchSpec;
-
-/// Where our .proto files live: in the source tree the binary was built from, when it is still
-/// there (grpcurl needs them: plugins rarely serve reflection).
-pub fn proto_dir() -> String {
-    let built = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/proto");
-    match std::path::Path::new(built).canonicalize() {
-        Ok(p) => p.display().to_string(),
-        Err(_) => "NOMAD_CONFORM_SOURCE/proto/proto".into(),
-    }
-}
 
 /// The script of [`super::DriverRpc::reproduce`], for any request JSON (several messages,
 /// for a client stream, separated by newlines: grpcurl reads them in turn).
@@ -34,7 +23,7 @@ pub fn reproduce_script(
          grpcurl -plaintext -authority unused $u -import-path {dir} -proto {proto} -d {req} \"$addr\" {svc}/{method}\n\
          kill -9 $pid",
         start = launch.command_line(),
-        dir = quote(&proto_dir()),
+        dir = quote(&crate::plugins::proto_dir()),
         proto = service.proto_file(),
         req = quote(request_json),
         svc = service.full_name(),
