@@ -36,6 +36,7 @@ async fn take_lock(server: &nomad_conform_variables::ServerHandle, path: &str) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renews_late_renews_at_one_and_a_half_ttl() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -71,6 +72,7 @@ async fn renews_late_renews_at_one_and_a_half_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignores_conflict_keeps_the_process_and_acquires_again() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let run = Launch::new(
@@ -109,6 +111,7 @@ async fn ignores_conflict_keeps_the_process_and_acquires_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn starts_before_acquire_runs_the_process_without_the_lock() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let (status, other) = acquire_as_other(&server, "f/early", "10s").await;
     assert_eq!(status, 200);
@@ -145,6 +148,7 @@ async fn starts_before_acquire_runs_the_process_without_the_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_releases_leaves_the_lock_held() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -172,6 +176,7 @@ async fn never_releases_leaves_the_lock_held() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keeps_child_leaves_the_process_running_after_losing_the_lock() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -212,6 +217,7 @@ async fn keeps_child_leaves_the_process_running_after_losing_the_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_forever_403_keeps_asking_past_give_up() {
+    let _serial = serial().await;
     let acl = AclConfig::enabled()
         .with_policy(Policy::new("read-only").path("default", "f/*", &[Capability::Read]))
         .with_token(Token::client("reader", &["read-only"]));
@@ -246,6 +252,7 @@ async fn retries_forever_403_keeps_asking_past_give_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_release_sends_items_and_is_refused() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -276,6 +283,7 @@ async fn malformed_release_sends_items_and_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignores_sigterm_does_not_forward_it() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -313,6 +321,7 @@ async fn ignores_sigterm_does_not_forward_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn variant_renew_0_7_renews_at_seven_tenths_and_conforms() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -353,6 +362,7 @@ async fn variant_renew_0_7_renews_at_seven_tenths_and_conforms() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn variant_exit_1_replaces_a_failing_status() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     for (index, (script, expected)) in [("exit 7", 1), ("exit 0", 0), ("kill -9 $$", 1)]

@@ -15,6 +15,7 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_renew_release_on_the_wire_and_status_passed_through() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -98,6 +99,7 @@ async fn acquire_renew_release_on_the_wire_and_status_passed_through() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_by_a_signal_exits_128_plus_signal_and_releases() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -127,6 +129,7 @@ async fn killed_by_a_signal_exits_128_plus_signal_and_releases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_that_cannot_start_exits_127_and_releases() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -149,6 +152,7 @@ async fn a_command_that_cannot_start_exits_127_and_releases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_instance_backs_off_and_gives_up() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let first = Launch::new(
@@ -229,6 +233,7 @@ async fn a_second_instance_backs_off_and_gives_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renew_conflict_stops_the_protected_process_at_once() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -278,6 +283,7 @@ async fn a_renew_conflict_stops_the_protected_process_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_renews_stop_the_protected_process_before_the_ttl_lapses() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -329,6 +335,7 @@ async fn failing_renews_stop_the_protected_process_before_the_ttl_lapses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forbidden_exits_2_at_once_with_a_clear_message() {
+    let _serial = serial().await;
     let acl = AclConfig::enabled()
         .with_policy(Policy::new("read-only").path("default", "locks/*", &[Capability::Read]))
         .with_token(Token::client("reader", &["read-only"]));
@@ -374,6 +381,7 @@ async fn forbidden_exits_2_at_once_with_a_clear_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ttl_the_server_refuses_exits_2_with_its_message() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let mut run = Launch::new(
@@ -394,6 +402,7 @@ async fn a_ttl_the_server_refuses_exits_2_with_its_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_is_forwarded_and_the_lock_released_after_the_command_exits() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let marker = dir.path().join("got-term");
@@ -447,6 +456,7 @@ async fn sigterm_is_forwarded_and_the_lock_released_after_the_command_exits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_lock_sidecar_kills_the_protected_process() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let run = Launch::new(
@@ -472,6 +482,7 @@ async fn killing_lock_sidecar_kills_the_protected_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_task_api_socket_in_nomad_unix_addr_wins() {
+    let _serial = serial().await;
     let dir = scratch();
     let socket = dir.path().join("api.sock");
     let claim = WorkloadClaim {
@@ -540,6 +551,7 @@ async fn the_task_api_socket_in_nomad_unix_addr_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_unix_nomad_addr_is_used() {
+    let _serial = serial().await;
     let dir = scratch();
     let socket = dir.path().join("agent.sock");
     let server = fast_server_with(ServerConfig::new(Listen::Unix(socket))).await;

@@ -32,6 +32,7 @@ async fn file_state(file: &Path, exists: bool, limit: Duration) -> Instant {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_appears_after_the_acquire_and_goes_on_a_renew_conflict() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let sentinel = dir.path().join("ready");
@@ -82,6 +83,7 @@ async fn sentinel_appears_after_the_acquire_and_goes_on_a_renew_conflict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_removes_the_sentinel_releases_and_exits_0() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let sentinel = dir.path().join("ready");
@@ -114,6 +116,7 @@ async fn sigterm_removes_the_sentinel_releases_and_exits_0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_sentinel_is_removed_before_waiting_for_the_lock() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let (status, other) = acquire_as_other(&server, "locks/stale", "10s").await;
     assert_eq!(status, 200);
@@ -146,6 +149,7 @@ async fn a_stale_sentinel_is_removed_before_waiting_for_the_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_renews_remove_the_sentinel_before_the_ttl_lapses() {
+    let _serial = serial().await;
     let server = fast_server().await;
     let dir = scratch();
     let sentinel = dir.path().join("ready");
