@@ -502,9 +502,52 @@ pub fn cmdline(pid: i32) -> String {
         .unwrap_or_default()
 }
 
+/// Which signals a process catches and which it ignores (`SigCgt` and `SigIgn` of
+/// /proc/PID/status: bit N-1 is signal N).
+pub fn signal_dispositions(pid: i32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    Some((mask("SigCgt:")?, mask("SigIgn:")?))
+}
+
+/// The bit of `signal` in a /proc signal mask.
+pub fn signal_bit(signal: nix::sys::signal::Signal) -> u64 {
+    1u64 << (signal as i32 - 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dispositions_show_a_shell_trap_and_an_ignored_signal() {
+        use nix::sys::signal::Signal;
+        let mut child = std::process::Command::new("/bin/sh")
+            .args([
+                "-c",
+                "trap 'exit 43' USR1; trap '' TERM; echo ready; while :; do sleep 0.1; done",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let (caught, ignored) = signal_dispositions(child.id() as i32).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_ne!(caught & signal_bit(Signal::SIGUSR1), 0, "{caught:x}");
+        assert_ne!(ignored & signal_bit(Signal::SIGTERM), 0, "{ignored:x}");
+        assert_eq!(caught & signal_bit(Signal::SIGTERM), 0, "{caught:x}");
+    }
 
     fn sh(script: &str, deadline_ms: u64) -> ExecSpec {
         ExecSpec {

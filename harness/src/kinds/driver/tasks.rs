@@ -11,8 +11,13 @@
 //! | `long` | runs until stopped |
 //! | `exit` | exits with code `{code}` after about a second |
 //! | `output` | prints `{stdout}` on stdout and `{stderr}` on stderr, prints `marker=` and the value of `NOMAD_CONFORM_TASK`, writes a file `{file}` (content `{file}`) into `$NOMAD_ALLOC_DIR`, `$NOMAD_TASK_DIR` and `$NOMAD_SECRETS_DIR`, then exits 0 after about a second |
-//! | `trap` | runs until a signal: exits 41 on SIGTERM, 42 on SIGINT, 43 on SIGUSR1 |
-//! | `stubborn` | ignores SIGTERM and starts a child that ignores it too |
+//! | `trap` | runs until a signal: exits 41 on SIGTERM, 42 on SIGINT, 43 on SIGUSR1; prints `ready` once its handlers are set |
+//! | `stubborn` | ignores SIGTERM and starts a child that ignores it too; prints `ready` once both are so |
+//!
+//! Before it signals or stops a `trap` or `stubborn` task, the harness waits until the task is
+//! ready: `ready` on its stdout, or its processes' signal dispositions in /proc. A signal sent
+//! before a shell has set its trap kills it outright, whatever the driver does, so without the
+//! wait a verdict would depend on how fast the task started.
 //!
 //! Placeholders are replaced in the text before it is parsed, then the configuration is
 //! decoded against the driver's TaskConfigSchema and encoded as Nomad encodes it.
@@ -70,10 +75,10 @@ pub fn snippet(shape: &str) -> Option<&'static str> {
             "echo {stdout}; echo {stderr} >&2; echo \"marker=$NOMAD_CONFORM_TASK\"; for d in \"$NOMAD_ALLOC_DIR\" \"$NOMAD_TASK_DIR\" \"$NOMAD_SECRETS_DIR\"; do echo {file} > \"$d/{file}\"; done; sleep 1"
         }
         "trap" => {
-            "trap 'exit 41' TERM; trap 'exit 42' INT; trap 'exit 43' USR1; while :; do sleep 0.1; done"
+            "trap 'exit 41' TERM; trap 'exit 42' INT; trap 'exit 43' USR1; echo ready; while :; do sleep 0.1; done"
         }
         "stubborn" => {
-            "trap '' TERM; (trap '' TERM; while :; do sleep 1; done) & while :; do sleep 1; done"
+            "trap '' TERM; (trap '' TERM; while :; do sleep 1; done) & echo ready; while :; do sleep 1; done"
         }
         _ => return None,
     })

@@ -293,12 +293,14 @@ async fn started_two(w: &mut DriverWorld) -> StepResult {
 
 #[given("the harness has started a task that traps SIGTERM")]
 async fn started_trap(w: &mut DriverWorld) -> StepResult {
-    w.must_start_task("trap", 0).await
+    w.must_start_task("trap", 0).await?;
+    w.await_signal_ready(0).await
 }
 
 #[given("the harness has started a task that ignores SIGTERM")]
 async fn started_stubborn(w: &mut DriverWorld) -> StepResult {
-    w.must_start_task("stubborn", 0).await
+    w.must_start_task("stubborn", 0).await?;
+    w.await_signal_ready(0).await
 }
 
 #[given("the harness has started a task that writes known lines to stdout and stderr")]

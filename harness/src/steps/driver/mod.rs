@@ -364,6 +364,54 @@ impl DriverWorld {
         ))
     }
 
+    /// Wait until the `trap` or `stubborn` task `i` has set up its signal handling: `ready` on
+    /// its stdout, or (for tasks that do not print it, or a driver that drops logs) its
+    /// processes' dispositions in /proc. A shell signalled before its `trap` ran dies of the
+    /// signal whatever the driver did, so signalling earlier would make the verdict depend on
+    /// how fast the task started. Gives up after the profile's RPC deadline, or when the task
+    /// has ended, and the clause goes on (its own check then says what it saw).
+    pub async fn await_signal_ready(&self, i: usize) -> StepResult {
+        use crate::process::{signal_bit, signal_dispositions};
+        use nix::sys::signal::Signal;
+        let task = self.task(i)?;
+        let ready = || {
+            if task
+                .fifos
+                .stdout_text()
+                .lines()
+                .any(|l| l.trim() == "ready")
+            {
+                return true;
+            }
+            let procs = taskconfig::marked_processes(&task.marker);
+            let masks: Vec<(u64, u64)> = procs
+                .iter()
+                .filter_map(|p| signal_dispositions(p.pid))
+                .collect();
+            match task.shape.as_str() {
+                "trap" => {
+                    let want = signal_bit(Signal::SIGTERM)
+                        | signal_bit(Signal::SIGINT)
+                        | signal_bit(Signal::SIGUSR1);
+                    masks.iter().any(|(caught, _)| caught & want == want)
+                }
+                "stubborn" => {
+                    let term = signal_bit(Signal::SIGTERM);
+                    masks.len() >= 2 && masks.iter().all(|(_, ignored)| ignored & term != 0)
+                }
+                _ => true,
+            }
+        };
+        let deadline = std::time::Instant::now() + self.config().timings.rpc;
+        while std::time::Instant::now() < deadline {
+            if ready() || task.waiter.as_ref().is_some_and(|w| w.finished()) {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
     /// A new task of `shape` (TaskConfig as the client builds it); its StartTask call.
     pub async fn start_task(&mut self, shape: &str, code: i32) -> Result<DriverRpc, String> {
         let n = self.tasks.len();

@@ -43,6 +43,11 @@ impl Waiter {
         }
     }
 
+    /// Whether the call has been answered (the task ended, or the call failed).
+    pub fn finished(&self) -> bool {
+        self.answer.borrow().is_some()
+    }
+
     /// How long the call has been open.
     pub fn open_for(&self) -> Duration {
         self.started.elapsed()
