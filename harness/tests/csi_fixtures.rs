@@ -310,23 +310,29 @@ fn verdicts_do_not_depend_on_jobs() {
         plugin_args: vec!["--max-volumes-per-node".into(), "3".into()],
         ..Expect::default()
     };
-    let mut runs = Vec::new();
-    for jobs in ["1", "8"] {
-        for _ in 0..3 {
-            let args: Vec<String> = vec![
-                "csi".into(),
-                "--launch".into(),
-                launch(&expect),
-                "--mutable-parameters".into(),
-                r#"{"tier":"fast"}"#.into(),
-                "--jobs".into(),
-                jobs.into(),
-                "--seed".into(),
-                "7".into(),
-            ];
-            runs.push((jobs, verdicts(&args)));
-        }
-    }
+    // The six runs go at the same time (each launches its own plugin with its own state): the
+    // test finishes sooner, and the verdicts must hold under that load too.
+    let runs: Vec<(&str, std::collections::BTreeMap<String, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = ["1", "8"]
+            .iter()
+            .flat_map(|jobs| std::iter::repeat_n(*jobs, 3))
+            .map(|jobs| {
+                let args: Vec<String> = vec![
+                    "csi".into(),
+                    "--launch".into(),
+                    launch(&expect),
+                    "--mutable-parameters".into(),
+                    r#"{"tier":"fast"}"#.into(),
+                    "--jobs".into(),
+                    jobs.into(),
+                    "--seed".into(),
+                    "7".into(),
+                ];
+                s.spawn(move || (jobs, verdicts(&args)))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
     let (first_jobs, first) = &runs[0];
     assert!(first.len() > 100, "{first:?}");
     for (jobs, run) in &runs[1..] {
