@@ -72,6 +72,9 @@ fn per_call(calls: usize) -> (Duration, Duration) {
         capture_limit: 1 << 20,
         linger_grace: Duration::from_millis(250),
         settle: Duration::from_millis(250),
+        file_size_limit: None,
+        // As every plugin call of a run: the free space of its filesystems is watched.
+        disk_watch: nomad_conform::disk_guard::DiskWatch::new(&[std::env::temp_dir()]),
     };
     let harness: Vec<Duration> = (0..calls)
         .map(|_| {

@@ -17,10 +17,19 @@ use crate::kinds::dhv::{self, DhvOptions};
 use crate::kinds::driver::{self, DriverOptions};
 use crate::kinds::lock::{self, LockOptions};
 use crate::kinds::variables::{self, VariablesOptions};
+use crate::report::Protected;
 use crate::run::SuiteOptions;
 
 /// Run the command; every error is reported here, so the caller only exits with the code.
 pub fn run(cli: Cli) -> i32 {
+    // Secrets given on the command line or in the environment never reach a report or the
+    // console (see crate::secrets).
+    crate::secrets::register_from_words(&std::env::args().collect::<Vec<_>>());
+    for var in ["NOMAD_TOKEN", "NOMAD_CONFORM_TOKEN"] {
+        if let Some(v) = std::env::var_os(var) {
+            crate::secrets::register(&v.to_string_lossy());
+        }
+    }
     let output = Output {
         quiet: cli.quiet,
         verbose: cli.verbose,
@@ -56,7 +65,10 @@ pub fn run(cli: Cli) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("nomad-conform: error: {e}");
+            eprintln!(
+                "nomad-conform: error: {}",
+                crate::secrets::redact(&e.to_string())
+            );
             e.exit_code()
         }
     }
@@ -137,6 +149,12 @@ async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
             p.clone()
         }
     };
+    if args.plugin_dir.is_none() {
+        crate::report::check_files(
+            &args.suite.reports,
+            &[Protected::new(&plugin, "the plugin")],
+        )?;
+    }
     let opts = DhvOptions {
         plugin,
         volumes_dir: args.volumes_dir.clone(),
@@ -165,6 +183,7 @@ async fn fleet_collect(args: CollectArgs, output: Output) -> Result<i32, Harness
     if args.job.trim().is_empty() {
         return Err(HarnessError::Usage("--job must name a job".into()));
     }
+    crate::report::check_files(&args.reports, &[])?;
     let opts = crate::fleet::CollectOptions {
         job: args.job.clone(),
         namespace: args.namespace.clone(),
@@ -178,6 +197,16 @@ async fn fleet_collect(args: CollectArgs, output: Output) -> Result<i32, Harness
 
 async fn run_csi(args: CsiArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
+    let launched: Vec<Protected> = args
+        .launch
+        .as_deref()
+        .and_then(|l| Protected::program_of(l, "the launched binary"))
+        .into_iter()
+        .collect();
+    crate::report::check_files(&args.suite.reports, &launched)?;
+    if let Some(l) = &args.launch {
+        crate::secrets::register_from_command(l);
+    }
     let opts = CsiOptions {
         endpoint: args.endpoint.clone(),
         controller_endpoint: args.controller_endpoint.clone(),
@@ -199,6 +228,13 @@ async fn run_csi(args: CsiArgs, output: Output) -> Result<i32, HarnessError> {
 
 async fn run_driver(args: DriverArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
+    crate::report::check_files(
+        &args.suite.reports,
+        &[Protected::new(&args.plugin, "the plugin")],
+    )?;
+    if let Some(a) = &args.plugin_args {
+        crate::secrets::register_from_command(a);
+    }
     let opts = DriverOptions {
         plugin: args.plugin.clone(),
         plugin_args: args.plugin_args.clone(),
@@ -212,6 +248,12 @@ async fn run_driver(args: DriverArgs, output: Output) -> Result<i32, HarnessErro
 
 async fn run_lock(args: LockArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
+    let programs: Vec<Protected> = [&args.client, &args.sidecar]
+        .into_iter()
+        .flatten()
+        .filter_map(|c| Protected::program_of(c, "the client's program"))
+        .collect();
+    crate::report::check_files(&args.suite.reports, &programs)?;
     let opts = LockOptions {
         client: args.client.clone(),
         sidecar: args.sidecar.clone(),
@@ -231,6 +273,7 @@ async fn run_lock(args: LockArgs, output: Output) -> Result<i32, HarnessError> {
 
 async fn run_variables(args: VariablesArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
+    crate::report::check_files(&args.suite.reports, &[])?;
     let opts = VariablesOptions {
         nomad_addr: args.nomad_addr.clone(),
         token: args.token.clone(),
@@ -252,13 +295,19 @@ fn finish(record: &RunRecord, files: &ReportFiles, output: Output) -> Result<i32
         if let Some(path) = path
             && let Err(e) = write(record, path)
         {
-            eprintln!("nomad-conform: error: {e}");
+            eprintln!(
+                "nomad-conform: error: {}",
+                crate::secrets::redact(&e.to_string())
+            );
             first_error.get_or_insert(e);
         }
     }
     println!(
         "{}",
-        nomad_conform_reports::summary::render(record, output.verbosity())
+        crate::secrets::redact(&nomad_conform_reports::summary::render(
+            record,
+            output.verbosity()
+        ))
     );
     match first_error {
         Some(e) => Err(e),
@@ -274,6 +323,12 @@ fn report(args: &ReportArgs, output: Output) -> Result<i32, HarnessError> {
             "several records given: add --merge to join them into one report".into(),
         ));
     }
+    let inputs: Vec<Protected> = args
+        .records
+        .iter()
+        .map(|p| Protected::new(p, "a record this command reads"))
+        .collect();
+    crate::report::check_files(&args.reports, &inputs)?;
     let mut records = Vec::new();
     for path in &args.records {
         let text = std::fs::read_to_string(path)

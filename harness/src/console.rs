@@ -41,7 +41,7 @@ impl Progress {
         if out.quiet {
             return Progress { bar: None };
         }
-        println!("{header}");
+        println!("{}", crate::secrets::redact(header));
         if out.wants_bar() {
             let bar = ProgressBar::new(total as u64);
             bar.set_style(
@@ -53,14 +53,18 @@ impl Progress {
                 b.inc(1);
                 b.set_message(case.clause.clone());
                 if case.verdict != Verdict::Pass {
-                    b.println(case_line(case, strict));
+                    b.println(crate::secrets::redact(&case_line(case, strict)));
                 }
             });
             Progress { bar: Some(bar) }
         } else {
             store.on_case(move |case| {
                 let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "{}", case_line(case, strict));
+                let _ = writeln!(
+                    stdout,
+                    "{}",
+                    crate::secrets::redact(&case_line(case, strict))
+                );
                 let _ = stdout.flush();
             });
             Progress { bar: None }

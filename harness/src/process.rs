@@ -46,6 +46,11 @@ pub struct ExecSpec {
     /// closed) may go on before they are killed: what they do in that time (remove a lock file,
     /// say) is done before anything is judged.
     pub settle: Duration,
+    /// RLIMIT_FSIZE for the process and its children: calls meant to fail
+    /// ([`crate::disk_guard::FAILING_CALL_FILE_SIZE`]).
+    pub file_size_limit: Option<u64>,
+    /// Filesystems the call may write to: it is stopped if one falls below its floor.
+    pub disk_watch: crate::disk_guard::DiskWatch,
 }
 
 /// A process seen in the plugin's process group.
@@ -282,15 +287,20 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     ];
 
     let deadline_at = tokio::time::Instant::from_std(started + spec.deadline);
-    let status = match tokio::time::timeout_at(deadline_at, child.wait()).await {
-        Ok(Ok(st)) => exit_status(st),
-        Ok(Err(e)) => ExitStatus::SpawnFailed {
+    let status = match wait_watched(&mut child, deadline_at, &spec.disk_watch).await {
+        Waited::Exited(Ok(st)) => exit_status(st),
+        Waited::Exited(Err(e)) => ExitStatus::SpawnFailed {
             message: format!("failed to wait for the process: {e}"),
         },
-        Err(_) => {
+        Waited::Deadline => {
             guard.kill();
             let _ = child.wait().await;
             ExitStatus::KilledAtDeadline
+        }
+        Waited::Disk(reason) => {
+            guard.kill();
+            let _ = child.wait().await;
+            ExitStatus::StoppedByHarness { reason }
         }
     };
 
@@ -362,6 +372,41 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     }
 }
 
+enum Waited {
+    Exited(io::Result<std::process::ExitStatus>),
+    Deadline,
+    Disk(String),
+}
+
+/// Wait for `child` until `deadline`, looking at the watched filesystems meanwhile.
+async fn wait_watched(
+    child: &mut tokio::process::Child,
+    deadline: tokio::time::Instant,
+    watch: &crate::disk_guard::DiskWatch,
+) -> Waited {
+    if watch.is_empty() {
+        return match tokio::time::timeout_at(deadline, child.wait()).await {
+            Ok(r) => Waited::Exited(r),
+            Err(_) => Waited::Deadline,
+        };
+    }
+    let mut tick = tokio::time::interval(crate::disk_guard::WATCH_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let wait = child.wait();
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            r = &mut wait => return Waited::Exited(r),
+            _ = tokio::time::sleep_until(deadline) => return Waited::Deadline,
+            _ = tick.tick() => {
+                if let Some(reason) = watch.check() {
+                    return Waited::Disk(reason);
+                }
+            }
+        }
+    }
+}
+
 /// Wait, at most `within`, for every member of process group `pgid` to be gone (zombies count
 /// as gone). Returns whether they all went on their own.
 async fn settle(pgid: i32, within: Duration) -> bool {
@@ -394,6 +439,19 @@ async fn spawn(spec: &ExecSpec) -> io::Result<tokio::process::Child> {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        if let Some(limit) = spec.file_size_limit {
+            // SAFETY: setrlimit(2) is async-signal-safe, and the closure touches nothing else.
+            unsafe {
+                cmd.pre_exec(move || {
+                    nix::sys::resource::setrlimit(
+                        nix::sys::resource::Resource::RLIMIT_FSIZE,
+                        limit,
+                        limit,
+                    )
+                    .map_err(io::Error::from)
+                });
+            }
+        }
         match cmd.spawn() {
             // ETXTBSY: another thread of ours briefly held the file open for writing while
             // forking (happens when executables are written during a run). Try again.
@@ -560,6 +618,8 @@ mod tests {
             capture_limit: 1024,
             linger_grace: Duration::from_millis(200),
             settle: Duration::from_millis(300),
+            file_size_limit: None,
+            disk_watch: Default::default(),
         }
     }
 
@@ -715,5 +775,47 @@ mod tests {
         assert_eq!(out.stdout.total_bytes(), 5_000_000);
         assert!(out.stdout.is_truncated());
         assert!(out.stdout.excerpt(100).text.len() < 200);
+    }
+
+    #[tokio::test]
+    async fn a_file_size_limit_stops_a_writer_and_its_shell_goes_on() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("big");
+        // As the docs' example plugin does: dd the requested size, then fail if dd failed.
+        let script = format!(
+            "dd if=/dev/zero of={} bs=1M count=64 2>/dev/null || {{ echo dd-failed; exit 1; }}",
+            f.display()
+        );
+        let mut spec = sh(&script, 20_000);
+        spec.env.push(("PATH".into(), "/usr/bin:/bin".into()));
+        spec.file_size_limit = Some(4 << 20);
+        let out = run(&spec).await;
+        assert_eq!(
+            out.status,
+            ExitStatus::Exited { code: 1 },
+            "{:?}",
+            out.stderr
+        );
+        assert!(String::from_utf8_lossy(&out.stdout.complete().unwrap()).contains("dd-failed"));
+        let size = std::fs::metadata(&f).unwrap().len();
+        assert!(size <= 4 << 20, "wrote {size} bytes past the limit");
+    }
+
+    #[tokio::test]
+    async fn a_call_that_eats_the_watched_disk_is_stopped() {
+        let d = tempfile::tempdir().unwrap();
+        let script = format!(
+            "while :; do dd if=/dev/zero of={}/f.$$.$i bs=1M count=4 conv=fsync 2>/dev/null; i=$((i+1)); done",
+            d.path().display()
+        );
+        let mut spec = sh(&script, 20_000);
+        spec.env.push(("PATH".into(), "/usr/bin:/bin".into()));
+        spec.disk_watch = crate::disk_guard::DiskWatch::with_budget(d.path(), 16 << 20);
+        let out = run(&spec).await;
+        let ExitStatus::StoppedByHarness { reason } = &out.status else {
+            panic!("not stopped: {:?}", out.status);
+        };
+        assert!(reason.contains("fell to"), "{reason}");
+        assert!(out.wall < Duration::from_secs(15), "{:?}", out.wall);
     }
 }

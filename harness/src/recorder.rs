@@ -151,11 +151,15 @@ impl RunStore {
 
     /// Remember a secret value: it is redacted from every report.
     pub fn add_secret(&self, value: &str) {
+        crate::secrets::register(value);
         self.inner().secrets.insert(value.to_string());
     }
 
+    /// This run's secrets and every one the process learned elsewhere ([`crate::secrets`]).
     pub fn secrets(&self) -> Vec<String> {
-        self.inner().secrets.iter().cloned().collect()
+        let mut all = self.inner().secrets.clone();
+        all.extend(crate::secrets::all());
+        all.into_iter().collect()
     }
 
     pub fn clauses(&self) -> Arc<ClauseSet> {

@@ -96,6 +96,7 @@ fixtures! {
     variant_no_bytes => "variant-no-bytes",
     variant_outside_volumes_dir => "variant-outside-volumes-dir",
     variant_reuses_existing_dir => "variant-reuses-existing-dir",
+    variant_writes_capacity => "variant-writes-capacity",
     needs_home => "needs-home",
     needs_path => "needs-path",
     unchecked_variables => "unchecked-variables",

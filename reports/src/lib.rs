@@ -10,32 +10,16 @@ pub mod json;
 pub mod junit;
 pub mod merge;
 pub mod model;
+pub mod output;
 pub mod redact;
 pub mod schema;
 pub mod summary;
 pub mod transcript;
 
-use std::io::Write as _;
 use std::path::Path;
 
-/// Write `contents` to `path` through a temporary file in the same directory and a rename, so
-/// that a reader never sees a half-written report.
+/// Write a report to `path` safely (see [`output::write_report`]): through symlinks, only over
+/// a regular file, through a temporary file and a rename.
 pub fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    output::write_report(path, contents).map_err(std::io::Error::other)
 }

@@ -377,6 +377,11 @@ pub enum ExitStatus {
     SpawnFailed {
         message: String,
     },
+    /// The harness stopped the process group to protect the machine (a filesystem fell below
+    /// the free space the harness keeps): the call's outcome is the harness's, not the plugin's.
+    StoppedByHarness {
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for ExitStatus {
@@ -386,6 +391,9 @@ impl std::fmt::Display for ExitStatus {
             ExitStatus::Signaled { signal } => write!(f, "killed by signal {signal}"),
             ExitStatus::KilledAtDeadline => write!(f, "killed at the deadline"),
             ExitStatus::SpawnFailed { message } => write!(f, "could not be started: {message}"),
+            ExitStatus::StoppedByHarness { reason } => {
+                write!(f, "stopped by the harness: {reason}")
+            }
         }
     }
 }

@@ -198,6 +198,22 @@ pub async fn run(
             dir.display()
         )));
     }
+    // Every report path of every plugin, before any plugin runs: none may be a plugin, and
+    // each is a file of its own.
+    if let Some(out) = out_dir {
+        let protected: Vec<crate::report::Protected> = listing
+            .plugins
+            .iter()
+            .map(|(n, p)| crate::report::Protected::new(p, format!("the plugin {n}")))
+            .collect();
+        let paths: Vec<PathBuf> = listing
+            .plugins
+            .iter()
+            .flat_map(|(n, _)| report_paths(out, n).map(|(p, _)| p))
+            .collect();
+        let named: Vec<(&str, &Path)> = paths.iter().map(|p| ("--out-dir", p.as_path())).collect();
+        crate::report::check_targets(&named, &protected)?;
+    }
     let names: Vec<&str> = listing.plugins.iter().map(|(n, _)| n.as_str()).collect();
     println!(
         "nomad-conform dhv: {} plugin{} in {}: {}",

@@ -247,6 +247,10 @@ fn skips(
 pub async fn run(common: &SuiteOptions, opts: &LockOptions) -> Result<RunRecord, HarnessError> {
     let started_at = Utc::now();
     let pattern = opts.pattern()?;
+    if let Some(t) = &opts.token {
+        crate::secrets::register(t);
+    }
+    crate::secrets::register_from_command(pattern.command());
     let profile = Profile::load(common.profile.as_deref())?;
     if opts.path.trim_matches('/').is_empty() {
         return Err(HarnessError::Usage("--path must name a variable".into()));

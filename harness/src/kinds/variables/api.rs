@@ -75,6 +75,9 @@ impl Credential {
     /// The management token of the run (none when the server runs without ACLs and none
     /// was given).
     pub fn management(secret: Option<&str>) -> Credential {
+        if let Some(s) = secret {
+            crate::secrets::register(s);
+        }
         Credential {
             secret: secret.map(str::to_string),
             shown_as: "$NOMAD_TOKEN".into(),
@@ -93,6 +96,7 @@ impl Credential {
                 }
             })
             .collect();
+        crate::secrets::register(secret);
         Credential {
             secret: Some(secret.to_string()),
             shown_as: format!("$TOKEN_{var}"),

@@ -60,6 +60,14 @@ pub struct Call {
     pub out: ExecOutput,
 }
 
+/// Whether a call is expected to succeed: a call meant to fail (an impossible capacity) may not
+/// write a file larger than [`crate::disk_guard::FAILING_CALL_FILE_SIZE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    Normal,
+    MeantToFail,
+}
+
 impl Plugin {
     /// Run `<plugin> <op>` with `env` in `cwd`, killed at `deadline`.
     pub async fn invoke(
@@ -70,6 +78,23 @@ impl Plugin {
         policy: EnvPolicy,
         cwd: &Path,
         deadline: Duration,
+    ) -> Call {
+        self.invoke_expecting(label, op, env, policy, cwd, deadline, Expect::Normal)
+            .await
+    }
+
+    /// [`Plugin::invoke`], for a call that may be meant to fail. Every call watches the free
+    /// space of the working, volumes and temporary directories' filesystems.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn invoke_expecting(
+        &self,
+        label: &str,
+        op: &str,
+        env: Vec<(String, String)>,
+        policy: EnvPolicy,
+        cwd: &Path,
+        deadline: Duration,
+        expect: Expect,
     ) -> Call {
         let inherit_env = match policy {
             EnvPolicy::Configured => self.inherit_env,
@@ -86,6 +111,9 @@ impl Plugin {
             capture_limit: self.capture_limit,
             linger_grace: self.output_close_grace,
             settle: self.stray_settle,
+            file_size_limit: (expect == Expect::MeantToFail)
+                .then_some(crate::disk_guard::FAILING_CALL_FILE_SIZE),
+            disk_watch: crate::disk_guard::DiskWatch::new(&watched_dirs(cwd, &env)),
         };
         let started = Instant::now();
         let out = process::run(&spec).await;
@@ -211,6 +239,20 @@ impl Call {
             notes,
         }
     }
+}
+
+/// The directories a call may write to: its working directory, DHV_VOLUMES_DIR (or the
+/// nearest existing parent) and the temporary directory.
+fn watched_dirs(cwd: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
+    let mut dirs = vec![cwd.to_path_buf(), std::env::temp_dir()];
+    if let Some((_, v)) = env.iter().find(|(k, _)| k == "DHV_VOLUMES_DIR") {
+        let mut p = PathBuf::from(v);
+        while !p.exists() && p.pop() {}
+        if p.is_absolute() {
+            dirs.push(p);
+        }
+    }
+    dirs
 }
 
 /// Shell-quote one word.

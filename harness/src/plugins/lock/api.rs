@@ -41,6 +41,7 @@ pub async fn call(
             .uri(path_and_query)
             .header("host", upstream.host_header());
         if let Some(t) = token {
+            crate::secrets::register(t);
             req = req.header("x-nomad-token", t);
         }
         let req = req
@@ -61,6 +62,10 @@ pub async fn call(
             .await
             .map_err(|e| format!("failed to read the answer: {e}"))?
             .to_bytes();
+        // Tokens' secrets in an answer (the ACL API's SecretID) are redacted everywhere.
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+            crate::secrets::register_from_json(&v);
+        }
         Ok(Answer {
             status,
             index,

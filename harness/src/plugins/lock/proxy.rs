@@ -622,6 +622,10 @@ impl InFlight {
         if let Some(mut e) = self.exchange.take() {
             e.duration = e.at.elapsed();
             e.status = status;
+            // A token's secret in an answer (the ACL API's SecretID) is never recorded.
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+                crate::secrets::register_from_json(&v);
+            }
             e.response_body = excerpt(body);
             e.response_bytes = body.len();
             if e.operation == Operation::Acquire && status == Some(200) {
@@ -676,7 +680,17 @@ async fn handle(
             method,
             path,
             query,
-            token_sent: parts.headers.contains_key("x-nomad-token"),
+            token_sent: {
+                // The client's token is never recorded, and redacted wherever its output shows it.
+                if let Some(t) = parts
+                    .headers
+                    .get("x-nomad-token")
+                    .and_then(|v| v.to_str().ok())
+                {
+                    crate::secrets::register(t);
+                }
+                parts.headers.contains_key("x-nomad-token")
+            },
             request_body: String::new(),
             request_bytes: 0,
             status: None,

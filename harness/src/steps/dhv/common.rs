@@ -107,6 +107,9 @@ async fn exits_non_zero(w: &mut DhvWorld) -> StepResult {
         ExitStatus::Signaled { .. } => "it was killed by a signal: a crash, not a refusal",
         ExitStatus::KilledAtDeadline => "it was still running at its deadline",
         ExitStatus::SpawnFailed { .. } => "it could not be started",
+        ExitStatus::StoppedByHarness { .. } => {
+            "the harness stopped it (it was filling a disk): the failure is not the plugin's own"
+        }
     };
     Err(w.fail(
         &format!("{} exits with a non-zero status", call.label),

@@ -8,7 +8,7 @@ use futures::future::join_all;
 use super::{DhvWorld, StepResult, created_from, created_problem, list_paths, sample_object};
 use crate::plugins::dhv::paths::own_path_problem;
 use crate::plugins::dhv::response::{Field, create_response};
-use crate::plugins::dhv::{Call, EnvPolicy, Parameters, VolumeRequest};
+use crate::plugins::dhv::{Call, EnvPolicy, Expect, Parameters, VolumeRequest};
 
 const MIB: i64 = 1 << 20;
 /// A capacity no real storage can provide: 4 EiB.
@@ -124,17 +124,25 @@ async fn creates_impossible(w: &mut DhvWorld) -> StepResult {
     attempts.push(("an unknown parameter".into(), unknown));
 
     let mut accepted = Vec::new();
+    let mut stopped = Vec::new();
     for (what, req) in attempts {
         w.snapshot_volumes_dir();
         let deleted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Under a file-size limit: a plugin that writes the capacity it is asked for must not
+        // fill the disk before it fails (see crate::disk_guard).
         let (call, created) = w
-            .create_request(
+            .create_expecting(
                 "create (meant to fail)",
                 &req,
                 EnvPolicy::Configured,
                 deleted.clone(),
+                Expect::MeantToFail,
             )
             .await;
+        if let Some(why) = stopped_by_harness(&call) {
+            stopped.push(format!("{what} ({why})"));
+            continue;
+        }
         if !call.succeeded() {
             w.last = vec![call];
             return Ok(());
@@ -149,11 +157,40 @@ async fn creates_impossible(w: &mut DhvWorld) -> StepResult {
         }
         accepted.push(what);
     }
+    let mut why = Vec::new();
+    if !accepted.is_empty() {
+        why.push(format!("the plugin accepted {}", accepted.join(" and ")));
+    }
+    if !stopped.is_empty() {
+        why.push(format!(
+            "the harness stopped the plugin on {}, so the failure was not the plugin's own",
+            stopped.join(" and ")
+        ));
+    }
     Err(w.ctx().skip(format!(
-        "could not make create fail: the plugin accepted {}. Pass --failing-parameters JSON \
-         with parameters the plugin refuses to judge this clause.",
-        accepted.join(" and ")
+        "could not make create fail: {}. Pass --failing-parameters JSON with parameters the \
+         plugin refuses to judge this clause.",
+        why.join("; ")
     )))
+}
+
+/// Why a call meant to fail ended by the harness's hand rather than the plugin's: the plugin
+/// itself was killed for writing past the file-size limit (SIGXFSZ), or stopped because a
+/// disk was filling. A shell plugin whose `dd` is killed goes on to fail by itself: that is
+/// its own failure, judged as such.
+fn stopped_by_harness(call: &Call) -> Option<String> {
+    use nomad_conform_reports::model::ExitStatus;
+    match &call.out.status {
+        ExitStatus::Signaled { signal } if *signal == nix::libc::SIGXFSZ => Some(format!(
+            "killed by SIGXFSZ for writing a file past the harness's limit of {} for calls \
+             meant to fail",
+            bytesize::ByteSize::b(crate::disk_guard::FAILING_CALL_FILE_SIZE)
+                .display()
+                .iec()
+        )),
+        ExitStatus::StoppedByHarness { reason } => Some(reason.clone()),
+        _ => None,
+    }
 }
 
 #[then(r#"the response has a "path" that is a non-empty absolute path"#)]

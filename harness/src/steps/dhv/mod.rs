@@ -21,7 +21,9 @@ use rand::SeedableRng as _;
 
 use crate::kinds::dhv::DhvConfig;
 use crate::plugins::dhv::response::{self, Field};
-use crate::plugins::dhv::{Call, CreatedVolume, EnvPolicy, Parameters, Plugin, VolumeRequest};
+use crate::plugins::dhv::{
+    Call, CreatedVolume, EnvPolicy, Expect, Parameters, Plugin, VolumeRequest,
+};
 use crate::profile::DhvProfile;
 use crate::recorder::Hint;
 use crate::world::{ScenarioCtx, SuiteWorld};
@@ -183,9 +185,24 @@ impl DhvWorld {
         policy: EnvPolicy,
         deadline: Duration,
     ) -> Call {
+        self.invoke_expecting(label, op, env, policy, deadline, Expect::Normal)
+            .await
+    }
+
+    /// [`DhvWorld::invoke`] for a call that may be meant to fail (it then runs under a file-size
+    /// limit, see [`crate::disk_guard`]).
+    pub async fn invoke_expecting(
+        &self,
+        label: &str,
+        op: &str,
+        env: Vec<(String, String)>,
+        policy: EnvPolicy,
+        deadline: Duration,
+        expect: Expect,
+    ) -> Call {
         let call = self
             .plugin()
-            .invoke(label, op, env, policy, &self.cwd(), deadline)
+            .invoke_expecting(label, op, env, policy, &self.cwd(), deadline, expect)
             .await;
         let ctx = self.ctx();
         ctx.record(call.event(ctx.offset_ms(call.started)));
@@ -213,13 +230,27 @@ impl DhvWorld {
         policy: EnvPolicy,
         deleted: Arc<AtomicBool>,
     ) -> (Call, Option<Created>) {
+        self.create_expecting(label, req, policy, deleted, Expect::Normal)
+            .await
+    }
+
+    /// [`DhvWorld::create_request`] for a create that may be meant to fail.
+    pub async fn create_expecting(
+        &self,
+        label: &str,
+        req: &VolumeRequest,
+        policy: EnvPolicy,
+        deleted: Arc<AtomicBool>,
+        expect: Expect,
+    ) -> (Call, Option<Created>) {
         let call = self
-            .invoke(
+            .invoke_expecting(
                 label,
                 "create",
                 req.create_env(),
                 policy,
                 self.deadlines().create_deadline,
+                expect,
             )
             .await;
         let created = created_from(&call);

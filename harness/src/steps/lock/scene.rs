@@ -102,6 +102,8 @@ impl Scene {
                             .with_token(Token::management(ADMIN_TOKEN))
                             .with_token(Token::client(&client_secret, &["conform-lock"])),
                     );
+                    crate::secrets::register(&client_secret);
+                    crate::secrets::register(ADMIN_TOKEN);
                     token = Some(client_secret);
                     admin = Some(ADMIN_TOKEN.to_string());
                     ns = Some(namespace.to_string());

@@ -1,0 +1,491 @@
+//! The harness is trusted with the author's machine and credentials. These tests hold it to
+//! that: a report path never replaces what the run must not touch (the plugin, a device, a
+//! FIFO, another report) and is refused before anything runs; a call meant to fail cannot fill
+//! the disk; no secret the run is given or mints reaches a report or the console.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use nomad_conform_reports::model::RunRecord;
+use nomad_conform_variables::{AclConfig, Profile, ServerConfig, Token, VariablesServer};
+use support::root;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nomad-conform");
+
+fn nomad_conform(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(BIN)
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run nomad-conform")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A copy of the reference-style fixture plugin `control` in `dir` (with the fixture library
+/// it sources), so that a test may try to damage it.
+fn plugin_copy(dir: &Path) -> PathBuf {
+    let fixtures = dir.join("fixtures");
+    std::fs::create_dir_all(fixtures.join("lib")).unwrap();
+    std::fs::create_dir_all(fixtures.join("p")).unwrap();
+    std::fs::copy(
+        root().join("fixtures/dhv/lib/base.sh"),
+        fixtures.join("lib/base.sh"),
+    )
+    .unwrap();
+    let plugin = fixtures.join("p/plugin");
+    std::fs::copy(root().join("fixtures/dhv/control/plugin"), &plugin).unwrap();
+    plugin
+}
+
+/// A refusal before the run: exit 2, one line on stderr naming the flag, and no suite header.
+fn assert_refused(out: &Output, flag: &str, because: &str) {
+    let all = text(out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{all}");
+    assert!(stderr.contains(flag) && stderr.contains(because), "{all}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("nomad-conform dhv:"),
+        "the run started: {all}"
+    );
+}
+
+#[test]
+fn a_report_never_replaces_the_plugin() {
+    let d = tempfile::tempdir().unwrap();
+    let plugin = plugin_copy(d.path());
+    let before = std::fs::read(&plugin).unwrap();
+    let p = plugin.to_str().unwrap();
+    for flag in ["--json", "--junit", "--html"] {
+        let out = nomad_conform(d.path(), &["dhv", p, flag, p]);
+        assert_refused(&out, flag, "that is the plugin");
+    }
+    // Through a symlink, too.
+    let link = d.path().join("link.json");
+    std::os::unix::fs::symlink(&plugin, &link).unwrap();
+    let out = nomad_conform(d.path(), &["dhv", p, "--json", link.to_str().unwrap()]);
+    assert_refused(&out, "--json", "that is the plugin");
+    assert_eq!(std::fs::read(&plugin).unwrap(), before);
+}
+
+#[test]
+fn a_report_never_replaces_the_launched_binary() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("csi-plugin");
+    std::fs::write(&bin, "#!/bin/sh\nexit 1\n").unwrap();
+    let launch = format!("{} --endpoint {{endpoint}}", bin.display());
+    let out = std::process::Command::new(BIN)
+        .args(["csi", "--launch", &launch, "--junit"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("that is the launched binary"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&bin).unwrap(),
+        "#!/bin/sh\nexit 1\n"
+    );
+}
+
+#[test]
+fn devices_fifos_directories_and_shared_paths_are_refused_before_the_run() {
+    use std::os::unix::fs::FileTypeExt as _;
+    let d = tempfile::tempdir().unwrap();
+    let plugin = plugin_copy(d.path());
+    let p = plugin.to_str().unwrap();
+    let fifo = d.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo = fifo.to_str().unwrap();
+    let dir = d.path().to_str().unwrap();
+    let cases: [(&[&str], &str, &str); 5] = [
+        (&["--json", "/dev/null"], "--json", "character device"),
+        (&["--junit", "/dev/full"], "--junit", "character device"),
+        (&["--html", fifo], "--html", "a FIFO"),
+        (&["--json", dir], "--json", "is a directory"),
+        (
+            &["--json", "/nonexistent-dir-of-nomad-conform/r.json"],
+            "--json",
+            "does not exist",
+        ),
+    ];
+    for (extra, flag, because) in cases {
+        let mut args = vec!["dhv", p];
+        args.extend_from_slice(extra);
+        let out = nomad_conform(d.path(), &args);
+        assert_refused(&out, flag, because);
+    }
+    // The devices and the FIFO are what they were.
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    assert!(std::fs::metadata(fifo).unwrap().file_type().is_fifo());
+    // Two reports on one path, also when one of them is a symlink to the other.
+    let a = d.path().join("a.xml");
+    let b = d.path().join("b.xml");
+    std::os::unix::fs::symlink("a.xml", &b).unwrap();
+    let out = nomad_conform(
+        d.path(),
+        &[
+            "dhv",
+            p,
+            "--junit",
+            a.to_str().unwrap(),
+            "--html",
+            b.to_str().unwrap(),
+        ],
+    );
+    assert_refused(&out, "--html", "names the same file");
+}
+
+#[test]
+fn a_symlinked_report_is_written_through_and_the_link_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let plugin = plugin_copy(d.path());
+    let real = d.path().join("real.json");
+    let link = d.path().join("link.json");
+    std::os::unix::fs::symlink("real.json", &link).unwrap();
+    let out = nomad_conform(
+        d.path(),
+        &[
+            "dhv",
+            plugin.to_str().unwrap(),
+            "--tags",
+            "@DHV-FINGERPRINT-EXIT-ZERO",
+            "--json",
+            link.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let record: RunRecord = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    assert_eq!(record.cases.len(), 1);
+    // No temporary file is left beside it.
+    let names: Vec<String> = std::fs::read_dir(d.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+/// A plugin that writes the whole capacity it is asked for with real zeros (capped at 256 MiB so
+/// that a broken harness cannot fill the test machine) and says how much it wrote when it fails.
+const WRITES_CAPACITY: &str = r#"#!/bin/sh
+. "${0%/*}/../lib/base.sh"
+do_create() {
+    volume_path
+    mkdir -p "$path" || fail "mkdir"
+    if ! dd if=/dev/zero of="$path/data" bs=1048576 count=256 2>/dev/null; then
+        wrote=$(wc -c <"$path/data")
+        rm -rf "$path"
+        fail "wrote $((wrote + 0)) bytes"
+    fi
+    rm -rf "$path"
+    fail "wrote everything"
+}
+main "$@"
+"#;
+
+#[test]
+fn a_call_meant_to_fail_cannot_write_past_the_file_size_limit() {
+    let d = tempfile::tempdir().unwrap();
+    let plugin = plugin_copy(d.path());
+    std::fs::write(&plugin, WRITES_CAPACITY).unwrap();
+    let json = d.path().join("run.json");
+    let out = nomad_conform(
+        d.path(),
+        &[
+            "dhv",
+            plugin.to_str().unwrap(),
+            "--tags",
+            "@DHV-CREATE-ERROR-JSON",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let record: RunRecord = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let event = record.cases[0]
+        .events
+        .iter()
+        .find(|e| e.operation == "create (meant to fail)")
+        .unwrap_or_else(|| panic!("no meant-to-fail create\n{}", text(&out)));
+    let stdout = match &event.response {
+        nomad_conform_reports::model::Response::Exec { stdout, .. } => stdout.text.clone(),
+        other => panic!("{other:?}"),
+    };
+    let wrote: u64 = stdout
+        .split("wrote ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(wrote <= 32 << 20, "the plugin wrote {wrote} bytes");
+    assert!(wrote > 0, "{stdout}");
+}
+
+/// Every report format and the console of a run, as text.
+struct Seen {
+    out: Output,
+    files: Vec<(String, String)>,
+}
+
+impl Seen {
+    fn run(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Seen {
+        let paths = ["run.json", "run.xml", "run.html"].map(|n| dir.join(n));
+        let out = std::process::Command::new(BIN)
+            .current_dir(dir)
+            .args(args)
+            .args(["--json", paths[0].to_str().unwrap()])
+            .args(["--junit", paths[1].to_str().unwrap()])
+            .args(["--html", paths[2].to_str().unwrap()])
+            .envs(envs.iter().copied())
+            .output()
+            .unwrap();
+        let mut files: Vec<(String, String)> = paths
+            .iter()
+            .map(|p| {
+                (
+                    p.display().to_string(),
+                    std::fs::read_to_string(p).unwrap_or_default(),
+                )
+            })
+            .collect();
+        files.push((
+            "stdout".into(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        ));
+        files.push((
+            "stderr".into(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+        Seen { out, files }
+    }
+
+    /// No secret anywhere; and a redaction mark somewhere, so the secret was there to hide.
+    fn assert_clean(&self, secrets: &[&str]) {
+        assert!(
+            !self.files[0].1.is_empty(),
+            "no JSON record\n{}",
+            text(&self.out)
+        );
+        for (name, body) in &self.files {
+            for s in secrets {
+                assert!(
+                    !body.contains(s),
+                    "the secret {s:?} is in {name}:\n{}",
+                    body.lines()
+                        .filter(|l| l.contains(s))
+                        .take(5)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
+            }
+            // Whatever NOMAD_TOKEN a client printed is hidden, whichever token it was.
+            for value in body.split("NOMAD_TOKEN=").skip(1) {
+                assert!(
+                    value.starts_with("[redacted]")
+                        || value.starts_with('$')
+                        || value.starts_with('"'),
+                    "a NOMAD_TOKEN value in {name}: {}",
+                    &value[..value.len().min(60)]
+                );
+            }
+        }
+        assert!(
+            self.files.iter().any(|(_, b)| b.contains("[redacted]")),
+            "nothing was redacted: the secret never reached the run\n{}",
+            text(&self.out)
+        );
+    }
+}
+
+fn lock_sidecar() -> String {
+    support::workspace_bin("lock-sidecar").display().to_string()
+}
+
+/// A lock client that prints its whole environment before it runs the reference client.
+fn env_printing_client() -> String {
+    format!(
+        "sh -c 'env >&2; exec \"$0\" \"$@\"' {} --path {{path}} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms -- {{protected}}",
+        lock_sidecar()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_through_nomad_addr_keeps_the_token_out_of_every_report() {
+    let token = "mgmt-token-5b0c1e9d-4f7a";
+    let server = VariablesServer::start(
+        ServerConfig::localhost()
+            .with_profile(Profile::fast())
+            .with_acl(AclConfig::enabled().with_token(Token::management(token))),
+    )
+    .await
+    .unwrap();
+    let addr = format!("http://{}", server.addr().unwrap());
+    let d = tempfile::tempdir().unwrap();
+    let client = env_printing_client();
+    let dir = d.path().to_path_buf();
+    let seen = tokio::task::spawn_blocking(move || {
+        Seen::run(
+            &dir,
+            &[
+                "lock",
+                "--client",
+                &client,
+                "--nomad-addr",
+                &addr,
+                "--token",
+                token,
+                "--profile",
+                "fast",
+                "--tags",
+                "@LOCK-STARTS or @LOCK-REQUESTS-WELL-FORMED",
+            ],
+            &[],
+        )
+    })
+    .await
+    .unwrap();
+    seen.assert_clean(&[token]);
+}
+
+#[test]
+fn a_client_token_the_harness_mints_is_never_shown() {
+    // LOCK-TOKEN-NAMESPACE gives the client a token of the reference server's ACLs; the client
+    // prints it with its environment.
+    let d = tempfile::tempdir().unwrap();
+    let seen = Seen::run(
+        d.path(),
+        &[
+            "lock",
+            "--client",
+            &env_printing_client(),
+            "--profile",
+            "fast",
+            "--tags",
+            "@LOCK-TOKEN-NAMESPACE",
+        ],
+        &[],
+    );
+    seen.assert_clean(&["nomad-conform-management"]);
+}
+
+#[test]
+fn variables_never_show_a_secret_id_or_the_management_token() {
+    let d = tempfile::tempdir().unwrap();
+    let seen = Seen::run(
+        d.path(),
+        &[
+            "variables",
+            "--profile",
+            "fast",
+            "--tags",
+            "@VARIABLES-ACL-WORKLOAD or @VARIABLES-ACL-READ",
+        ],
+        &[],
+    );
+    seen.assert_clean(&["nomad-conform-management"]);
+    assert!(
+        seen.files[0].1.contains("\"SecretID\""),
+        "the run read no token back: nothing to hide"
+    );
+    for (name, body) in &seen.files {
+        let body = body
+            .replace("&quot;", "\"")
+            .replace("&#34;", "\"")
+            .replace("&#x22;", "\"");
+        for value in body.split("SecretID").skip(1) {
+            let value: String = value
+                .trim_start_matches(|c: char| !c.is_ascii_alphanumeric() && c != '[')
+                .chars()
+                .take(10)
+                .collect();
+            assert!(
+                value.starts_with("[redacted") || value.is_empty(),
+                "a SecretID in {name}: {value}"
+            );
+        }
+    }
+}
+
+#[test]
+fn dhv_secret_parameters_are_redacted_everywhere() {
+    let secret = "hunter2-db-password-77";
+    let d = tempfile::tempdir().unwrap();
+    let plugin = plugin_copy(d.path());
+    // A plugin that echoes its parameters on stderr and in its error.
+    std::fs::copy(
+        root().join("fixtures/dhv/echoes-parameters/plugin"),
+        &plugin,
+    )
+    .unwrap();
+    let params = format!("{{\"password\":\"{secret}\"}}");
+    let seen = Seen::run(
+        d.path(),
+        &[
+            "dhv",
+            plugin.to_str().unwrap(),
+            "--parameters",
+            &params,
+            "--tags",
+            "@DHV-GENERAL-NO-SECRETS-ECHOED or @DHV-CREATE-EXIT-ZERO",
+        ],
+        &[],
+    );
+    seen.assert_clean(&[secret]);
+}
+
+#[test]
+fn a_token_in_the_environment_or_a_client_flag_is_never_shown() {
+    // A token given only through NOMAD_TOKEN, and one on the client's own command line.
+    let d = tempfile::tempdir().unwrap();
+    let env_token = "env-token-93ad0c11";
+    let flag_token = "flag-token-7e21ab44";
+    let client = format!(
+        "sh -c 'echo using $0; exec \"$@\"' --token={flag_token} {} --path {{path}} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms -- {{protected}}",
+        lock_sidecar()
+    );
+    let seen = Seen::run(
+        d.path(),
+        &[
+            "lock",
+            "--client",
+            &client,
+            "--profile",
+            "fast",
+            "--tags",
+            "@LOCK-STARTS",
+        ],
+        &[("NOMAD_TOKEN", env_token)],
+    );
+    seen.assert_clean(&[env_token, flag_token]);
+}
