@@ -269,11 +269,11 @@ fn completions_for_every_shell() {
 }
 
 #[test]
-fn report_files_that_cannot_be_written_exit_3_after_writing_the_others() {
+fn a_report_file_that_cannot_be_written_is_refused_before_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../reference-plugins/dhv/mkdir");
     let json = dir.path().join("ok.json");
-    let (code, _, stderr) = run(&[
+    let (code, stdout, stderr) = run(&[
         "dhv",
         plugin.to_str().unwrap(),
         "--tags",
@@ -283,7 +283,13 @@ fn report_files_that_cannot_be_written_exit_3_after_writing_the_others() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert_eq!(code, 3, "{stderr}");
-    assert!(stderr.contains("failed to write JUnit report"), "{stderr}");
-    assert!(json.is_file(), "the other report was still written");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--junit /nonexistent/dir/out.xml")
+            && stderr.contains("does not exist")
+            && stderr.contains("nothing was run"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("PASS"), "the suite ran: {stdout}");
+    assert!(!json.exists(), "nothing is written when the run is refused");
 }
