@@ -548,6 +548,32 @@ pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
 }
 
 /// A process's command line, its arguments joined by spaces.
+/// Live processes (not the harness) whose working directory or root directory lies inside
+/// `dir`: what a run started there, whatever environment it carries (a task a driver runs in
+/// the allocation directory the harness built, a chrooted one included).
+pub fn processes_in(dir: &std::path::Path) -> Vec<ProcInfo> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id() as i32;
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| proc_stat(*pid).is_some_and(|s| !s.zombie))
+        .filter(|pid| {
+            ["cwd", "root"].iter().any(|link| {
+                std::fs::read_link(format!("/proc/{pid}/{link}"))
+                    .is_ok_and(|p| p.starts_with(dir) && p != std::path::Path::new("/"))
+            })
+        })
+        .map(|pid| ProcInfo {
+            pid,
+            cmdline: cmdline(pid),
+        })
+        .collect()
+}
+
 pub fn cmdline(pid: i32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| {

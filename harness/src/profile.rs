@@ -117,6 +117,11 @@ pub struct DriverProfile {
     /// How far past its timeout StopTask may return.
     #[serde(with = "humantime_serde")]
     pub stop_margin: Duration,
+    /// The harness's patience with StartTask, RecoverTask, StopTask and DestroyTask, which
+    /// Nomad's client calls with no deadline at all (plugins/drivers/client.go): an image
+    /// pull may take minutes; only a driver that never answers fails.
+    #[serde(with = "humantime_serde")]
+    pub task_call_deadline: Duration,
     /// TaskStats' collection interval (the client's default is 1 s).
     #[serde(with = "humantime_serde")]
     pub stats_interval: Duration,

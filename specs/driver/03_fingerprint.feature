@@ -14,14 +14,26 @@ Feature: fingerprint
     Then a first fingerprint arrives within the fingerprint deadline
 
   @DRIVER-FINGERPRINT-HEALTH @must
-  Scenario: the fingerprint gives a known health state and a description
-    Basis: Nomad plugins/drivers/client.go (handleFingerprint) maps health UNDETECTED, UNHEALTHY
-    and HEALTHY into the node's driver info (DriverInfo Detected/Healthy), with the description
-    shown to operators; any other value is not a state the scheduler can use.
+  Scenario: the fingerprint gives a known health state
+    Basis: Nomad client/pluginmanager/drivermanager/instance.go (handleFingerprint) turns the
+    health into the node's driver info: Detected unless UNDETECTED, Healthy only when HEALTHY;
+    scheduler/feasible (DriverChecker) places tasks only on a driver that is both. A value that
+    is none of the three is not a state Nomad knows: the driver is never healthy.
 
     Given the plugin is running as Nomad's long-lived instance
     When Nomad opens the Fingerprint stream
-    Then the first fingerprint has a known health state and a description
+    Then the first fingerprint has a known health state
+
+  @DRIVER-FINGERPRINT-DESCRIPTION @should
+  Scenario: the fingerprint describes its health
+    Basis: Nomad client/pluginmanager/drivermanager/instance.go (handleFingerprint) copies
+    health_description verbatim into the node's driver info, and client/node_updater.go emits a
+    node event when it changes; Nomad needs nothing of it, but it is all an operator sees of why
+    a driver is unhealthy (`nomad node status -verbose`).
+
+    Given the plugin is running as Nomad's long-lived instance
+    When Nomad opens the Fingerprint stream
+    Then the first fingerprint has a health description
 
   @DRIVER-FINGERPRINT-ATTRIBUTES @must
   Scenario: the fingerprint's attributes are well formed
@@ -34,11 +46,13 @@ Feature: fingerprint
     When Nomad opens the Fingerprint stream
     Then every attribute of the first fingerprint has a name and a value
 
-  @DRIVER-FINGERPRINT-STREAM-OPEN @must
+  @DRIVER-FINGERPRINT-STREAM-OPEN @should
   Scenario: the Fingerprint stream stays open
-    Basis: Nomad client/pluginmanager/drivermanager/instance.go (watchFingerprint): when the stream
-    ends, Nomad marks the driver unhealthy and re-dispenses it with a backoff of 5 s to 2 min,
-    so a stream that ends takes the driver out of scheduling again and again.
+    Basis: Nomad client/pluginmanager/drivermanager/instance.go (fingerprint): when the stream
+    ends cleanly the driver manager opens it again at once (a backoff of 5 s to 2 min applies only
+    when reopening fails, and an error marks the driver unhealthy). A stream that ends after each
+    message costs the agent a busy reopen loop and the plugin a stream per loop; scheduling goes
+    on.
 
     Given the plugin is running as Nomad's long-lived instance
     When Nomad opens the Fingerprint stream
@@ -53,3 +67,19 @@ Feature: fingerprint
     Given the plugin is running as Nomad's long-lived instance
     When Nomad opens the Fingerprint stream
     Then a second fingerprint arrives within the fingerprint period
+
+  @DRIVER-HEALTHY-STARTS @should @shape-long
+  Scenario: a driver that says it is healthy starts the task shapes
+    A driver whose first fingerprint says HEALTHY starts a task shape the run gives, or refuses
+    it as worth retrying (a RecoverableError with recoverable = true). A driver that is not
+    healthy is not asked (Nomad places nothing on it): the clause is skipped.
+
+    Basis: scheduler/feasible (DriverChecker) places tasks on every node whose driver is detected
+    and healthy (client/pluginmanager/drivermanager/instance.go, handleFingerprint); a driver that
+    says HEALTHY while every start fails for good (its runtime is missing, say) keeps drawing
+    allocations that fail at once, where an UNHEALTHY fingerprint would have sent them elsewhere.
+
+    Given the plugin is running as Nomad's long-lived instance
+    When Nomad opens the Fingerprint stream
+    And the harness starts a long task on the driver it reports
+    Then a driver that says it is healthy started the task, or refused it as worth retrying

@@ -26,21 +26,27 @@ Feature: lifecycle
 
   @DRIVER-START-HANDLE @must @shape-long
   Scenario: StartTask returns a handle for the task that Nomad can store and give back
-    The handle's config.id is the task's ID, and its driver_state is what RecoverTask later gets.
+    The handle carries a config whose id is the task's ID; its driver_state and version are the
+    driver's own, given back to it as they were.
 
-    Basis: Nomad client/allocrunner/taskrunner/task_runner.go (runDriver, setDriverHandle) stores
-    the handle in the client's state and plugins/drivers/client.go (RecoverTask) sends it back
-    verbatim; a handle naming another task recovers the wrong task after a restart.
+    Basis: Nomad client/allocrunner/taskrunner/task_runner.go (runDriver) stores the handle
+    StartTask returned, and after a restore (restoreHandle) addresses the task by the id in the
+    handle's config: a handle without a config, or naming another task, loses or mixes up the
+    task after an agent restart. The client never reads the handle's state (Nomad's own drivers
+    leave it unset), so it is not judged.
 
     Given the plugin is running as Nomad's long-lived instance
     When the harness starts a long task
     Then the call succeeds
     And the handle names the task and carries the task's configuration
 
-  @DRIVER-START-BAD-CONFIG @must
+  @DRIVER-START-BAD-CONFIG @should
   Scenario: StartTask with a configuration that breaks the schema fails and starts nothing
-    Basis: Nomad client/allocrunner/taskrunner/task_runner.go (runDriver): a failed StartTask
-    leaves no handle, so Nomad will never stop or destroy whatever the plugin started anyway.
+    Basis: Nomad client/allocrunner/taskrunner/task_runner.go (runDriver) decodes the job's task
+    configuration against TaskConfigSchema before StartTask and fails the task itself when it
+    does not fit, so Nomad never sends such a configuration; other hosts, or a schema and a
+    decoder that disagree, can. A failed StartTask leaves no handle, so Nomad would never stop
+    or destroy whatever the plugin started anyway.
 
     Given the plugin is running as Nomad's long-lived instance
     When the harness starts a task whose configuration breaks the schema
@@ -58,16 +64,18 @@ Feature: lifecycle
     Then WaitTask returns exit code 3
 
   @DRIVER-WAIT-AGAIN @must @shape-exit
-  Scenario: WaitTask returns again at once after the task exited
-    Basis: Nomad client/allocrunner/taskrunner/task_runner.go (Restore) calls WaitTask again after
-    every agent restart, exited tasks included; a WaitTask that never returns keeps the task
-    running in Nomad's view forever.
+  Scenario: WaitTask returns again after the task exited
+    Basis: Nomad client/allocrunner/taskrunner/task_runner.go (Restore, handleTaskExitResult)
+    calls WaitTask again after every agent restart and plugin relaunch, for exited tasks too,
+    and sets no deadline on it; a WaitTask that never returns keeps the task running in Nomad's
+    view forever. Nomad has no number for "soon": the call must come back within the profile's
+    RPC deadline (rpc_deadline, 30 s in nomad-1.10), so a driver that polls its runtime passes.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a task that exits with code 3
     And the task has exited
     When the harness waits for the task again
-    Then WaitTask returns exit code 3 at once
+    Then WaitTask returns exit code 3
 
   @DRIVER-WAIT-CONCURRENT @must @shape-exit
   Scenario: two WaitTask calls at the same time both return
@@ -79,14 +87,17 @@ Feature: lifecycle
     When the harness waits for the task twice at the same time
     Then both WaitTask calls return exit code 3
 
-  @DRIVER-STOP-SIGNAL @must @shape-trap
+  @DRIVER-STOP-SIGNAL @must @requires-send-signals @shape-trap
   Scenario: StopTask delivers the kill signal first
-    A task that exits with its own code on SIGTERM gets the chance to: StopTask(signal SIGTERM)
-    must send it, not kill the task outright.
+    A task that exits with its own code on SIGTERM gets the chance to: StopTask(signal SIGTERM),
+    as for a job that sets kill_signal = "SIGTERM", must send it, not kill the task outright. A
+    driver whose Capabilities say send_signals = false cannot deliver signals and stops tasks its
+    own way: the clause is skipped.
 
     Basis: Nomad client/allocrunner/taskrunner/task_runner.go (killTask) sends the task's
     kill_signal with kill_timeout, so that a task can shut down cleanly; the driver interface
-    says StopTask sends the signal and kills only after the timeout.
+    (plugins/drivers/driver.go, StopTask) says the signal is sent first and the task killed only
+    after the timeout.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a task that traps SIGTERM
@@ -95,15 +106,39 @@ Feature: lifecycle
 
   @DRIVER-STOP-ESCALATES @must @shape-stubborn
   Scenario: StopTask kills a task that ignores the signal once the timeout passes
-    Basis: Nomad client/allocrunner/taskrunner/task_runner.go (killTask) relies on StopTask to
-    kill after kill_timeout; a StopTask that returns with the task alive leaves it running after
-    Nomad considers it stopped.
+    The job sets kill_signal = "SIGTERM" and kill_timeout = 1 s; the task ignores SIGTERM. Once
+    StopTask has answered, the task must be gone within the timeout plus the profile's
+    stop_margin: the WaitTask Nomad made when the task started comes back, and no process of
+    the task is left where the harness can see them.
+
+    Basis: Nomad client/allocrunner/taskrunner/task_runner.go (handleKill, killTask) sends one
+    StopTask with the task's kill_signal and kill_timeout and then only waits on WaitTask: the
+    escalation to a kill after the timeout is the driver's (plugins/drivers/driver.go,
+    StopTask). A driver that never escalates leaves the task running, and the allocation stuck
+    in its stop, for as long as the task cares to live.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a task that ignores SIGTERM
     When the harness stops the task with SIGTERM and a 1 s timeout
-    Then StopTask returns within the timeout plus a margin
+    Then the task is gone within the timeout plus a margin
     And no process of that task is running
+
+  @DRIVER-STOP-DEFAULT-SIGNAL @must @shape-long
+  Scenario: StopTask with no kill signal stops the task
+    A job that sets no kill_signal gets StopTask with an empty signal; the driver chooses (Nomad's
+    own executor sends SIGINT).
+
+    Basis: Nomad client/allocrunner/taskrunner/driver_handle.go (Kill) sends the task's
+    kill_signal as it is, and neither api.Task nor structs.Task (Canonicalize) gives it a
+    default: most jobs stop with signal "". A driver that refuses it fails every stop, and Nomad
+    retries it up to five times (task_runner.go, killTask) before recording a task it could not
+    kill.
+
+    Given the plugin is running as Nomad's long-lived instance
+    And the harness has started a long task
+    When the harness stops the task with no kill signal and a 1 s timeout
+    Then the call succeeds
+    And the task is gone within the timeout plus a margin
 
   @DRIVER-STOP-EXITED @should @shape-exit
   Scenario: StopTask of a task that already exited succeeds
@@ -113,7 +148,7 @@ Feature: lifecycle
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a task that exits with code 3
     And the task has exited
-    When the harness stops the task with SIGTERM and a 1 s timeout
+    When the harness stops the task with no kill signal and a 1 s timeout
     Then the call succeeds
 
   @DRIVER-DESTROY-FORCE @must @shape-stubborn
@@ -129,23 +164,27 @@ Feature: lifecycle
 
   @DRIVER-DESTROY-FORGETS @must @shape-exit
   Scenario: after DestroyTask the task is unknown
-    Wait and Inspect of a destroyed task fail (Nomad's Go drivers answer UNKNOWN "task not found
-    for given id"; NOT_FOUND is accepted too and recorded).
+    WaitTask of a destroyed task fails (Nomad's Go drivers answer UNKNOWN "task not found for
+    given id"; NOT_FOUND is accepted too); InspectTask's answer is recorded as extra evidence.
 
-    Basis: Nomad plugins/drivers/driver.go (ErrTaskNotFound) and the driver interface: DestroyTask
-    cleans up and removes the task from the driver's state.
+    Basis: plugins/drivers/driver.go (DestroyTask: "cleans up and frees all resources associated
+    with a task"): Nomad's client calls it once per finished task (task_runner.go,
+    clearDriverHandle) and never asks again, so a driver that keeps destroyed tasks keeps every
+    task the node ever ran.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a task that exits with code 3
     And the task has exited
     When the harness destroys the task with force
-    And the harness inspects the task
-    Then the call fails with task not found
+    And the harness waits for the destroyed task and inspects it
+    Then WaitTask fails with task not found
 
-  @DRIVER-INSPECT-TIMESTAMPS @must @shape-long
+  @DRIVER-INSPECT-TIMESTAMPS @should @shape-long
   Scenario: InspectTask carries started_at and completed_at and the right state
-    Basis: Nomad plugins/drivers/utils.go (taskStatusFromProto) fails on a missing started_at or
-    completed_at ("timestamp: nil Timestamp"); a running task reports state running.
+    Basis: Nomad's client never calls InspectTask (only its driver test harness,
+    plugins/drivers/testutils, does); for those callers plugins/drivers/utils.go
+    (taskStatusFromProto) fails on a missing started_at or completed_at ("timestamp: nil
+    Timestamp"), and a running task reports state running.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a long task
@@ -153,22 +192,29 @@ Feature: lifecycle
     Then the status has started_at, completed_at and state running
 
   @DRIVER-UNKNOWN-TASK @must
-  Scenario: calls about a task that does not exist fail and never hang
-    Basis: Nomad plugins/drivers/client.go: WaitTask, InspectTask, StopTask and DestroyTask of an
-    unknown task must come back with an error; one that hangs blocks the task runner.
+  Scenario: calls about a task that does not exist never hang
+    Any answer will do: an error (Nomad's Go drivers answer UNKNOWN "task not found for given
+    id") or even OK, because the client ignores DestroyTask's error and cannot tell a not-found
+    error from another over gRPC.
+
+    Basis: Nomad plugins/drivers/client.go sets no deadline on WaitTask, StopTask or DestroyTask:
+    one that hangs on a task the driver does not know (after a plugin relaunch that lost it)
+    blocks the task runner for good (task_runner.go, handleKill and restoreHandle).
 
     Given the plugin is running as Nomad's long-lived instance
     When the harness waits, inspects, stops and destroys a task that does not exist
-    Then every call fails within its deadline
+    Then every call comes back within its deadline
 
   @DRIVER-TASKS-INDEPENDENT @must @shape-long
   Scenario: several tasks run independently
-    Stopping one task leaves the other running.
+    Stopping one task leaves the other running: its WaitTask has not returned. InspectTask and
+    the processes the harness sees, where it sees them, are extra evidence.
 
     Basis: Nomad runs every task of every allocation on the node through the same long-lived
-    plugin instance (client/pluginmanager/drivermanager/instance.go).
+    plugin instance (client/pluginmanager/drivermanager/instance.go), and learns that a task
+    ended only from its WaitTask (task_runner.go, Run).
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started two long tasks
-    When the harness stops the first task with SIGTERM and a 1 s timeout
+    When the harness stops the first task with no kill signal and a 1 s timeout
     Then the second task is still running

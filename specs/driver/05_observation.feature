@@ -6,8 +6,15 @@ Feature: observation
 
   @DRIVER-STATS @must @shape-long
   Scenario: TaskStats streams usage at the requested interval
+    The harness reads the stream as Nomad's stats hook does: a stream that ends is opened again
+    one interval later, so a driver may send one message per stream or many; what counts is
+    that usage keeps coming, each message with a timestamp and no negative numbers.
+
     Basis: Nomad client/allocrunner/taskrunner/stats_hook.go opens TaskStats with the client's
-    collection interval (1 s by default) and feeds the resource metrics and the UI from it.
+    collection interval (1 s by default) when the agent publishes allocation metrics (telemetry
+    publish_allocation_metrics, on in -dev agents), reopens it one interval after it closes, and
+    feeds the allocation's resource metrics from it; a driver whose stream goes quiet leaves
+    them empty.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a long task
@@ -16,9 +23,10 @@ Feature: observation
 
   @DRIVER-STATS-ENDS @should @shape-exit
   Scenario: the TaskStats stream ends when the task is gone
-    Basis: Nomad client/allocrunner/taskrunner/stats_hook.go keeps reading until the stream ends
-    or the task runner stops it; a stream that never ends keeps a goroutine and a connection per
-    finished task.
+    Basis: the driver interface (plugins/drivers/driver.go, TaskStats) has the channel closed
+    when the task exits. Nomad's stats hook cancels the stream itself once the task has exited
+    (stats_hook.go, Exited), so nothing leaks in Nomad; a stream that never ends only shows a
+    driver that does not notice its task is gone.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a task that exits with code 3
@@ -27,13 +35,17 @@ Feature: observation
 
   @DRIVER-EVENTS-IDS @must @shape-long
   Scenario: task events name their allocation and task
-    Basis: Nomad client/pluginmanager/drivermanager/instance.go (handleEvents) routes each event by
-    alloc_id and task_name and drops events without them.
+    Every event about the task carries the task's own alloc_id and task_name (not merely some).
+
+    Basis: Nomad client/pluginmanager/drivermanager/instance.go (handleEvent) routes each event
+    by alloc_id and task_name to that task's runner, and drops it ("no handler registered for
+    event") when none matches: an event naming another allocation or task is lost, or shown on
+    the wrong task.
 
     Given the plugin is running as Nomad's long-lived instance
     And Nomad has opened the TaskEvents stream
     And the harness has started a long task
-    When the harness stops the task with SIGTERM and a 1 s timeout
+    When the harness stops the task with no kill signal and a 1 s timeout
     Then every task event received carries the task's alloc_id and task_name
 
   @DRIVER-LOGS @must @shape-output @requires-log-collection

@@ -42,6 +42,7 @@ fn timings() -> HostTimings {
     HostTimings {
         connect: Duration::from_secs(2),
         rpc: Duration::from_secs(2),
+        task_call: Duration::from_secs(5),
         driver_shutdown: Duration::from_secs(2),
         kill_grace: Duration::from_secs(2),
     }
@@ -224,12 +225,14 @@ async fn the_load_sequence_helpers() {
     let v = driver::validation_launch(&spec("serve", dir.path()), vec![0x80], "v0.1.0", &timings())
         .await
         .expect("validation launch");
+    // The first SetConfig fails, so the loader's Dispense fails and there is no second.
+    assert_eq!(v.set_configs.len(), 1);
     assert_eq!(
-        v.set_config.code_name(),
+        v.set_configs[0].code_name(),
         "UNKNOWN",
         "the fake wants the echoed 0.1.0"
     );
-    assert!(v.set_config.request.get("nomad_config").is_none());
+    assert!(v.set_configs[0].request.get("nomad_config").is_none());
 
     let dir = tempfile::tempdir().unwrap();
     let inst = driver::instance_launch(

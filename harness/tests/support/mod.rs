@@ -44,6 +44,10 @@ pub struct Expect {
     /// fixture's own `plugin` file.
     #[serde(default)]
     pub plugin_bin: Option<String>,
+    /// Texts a clause's reason must contain (what the failure message, or the reason it was
+    /// blocked or skipped, must say).
+    #[serde(default)]
+    pub reasons: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Expect {
@@ -160,6 +164,22 @@ pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) 
                 case.verdict.as_str(),
                 case.reason.as_deref().unwrap_or("").replace('\n', "\n    ")
             ));
+        }
+    }
+    for (clause, texts) in &expect.reasons {
+        let reason = record
+            .cases
+            .iter()
+            .find(|c| &c.clause == clause)
+            .and_then(|c| c.reason.clone())
+            .unwrap_or_default();
+        for t in texts {
+            if !reason.contains(t.as_str()) {
+                problems.push(format!(
+                    "{clause}: its reason does not say {t:?}:\n    {}",
+                    reason.replace('\n', "\n    ")
+                ));
+            }
         }
     }
     let want_code = if record.cases.iter().any(|c| c.is_blocking(false)) {

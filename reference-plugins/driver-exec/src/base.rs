@@ -68,7 +68,7 @@ impl BaseService {
                 PLUGIN_API_VERSIONS.join(", ")
             )));
         }
-        let config = config::decode(&request.msgpack_config, faults)
+        let config = config::decode(&request.msgpack_config, faults, &self.plugin.variants)
             .map_err(|why| rpc::failed(format!("invalid plugin config: {why}")))?;
         log::info(
             "config set",
@@ -99,12 +99,8 @@ impl BasePlugin for BaseService {
         &self,
         _: Request<ConfigSchemaRequest>,
     ) -> Result<Response<ConfigSchemaResponse>, Status> {
-        let spec = config::schema(&self.plugin.faults);
-        rpc::finish(
-            "ConfigSchema",
-            "",
-            Ok(ConfigSchemaResponse { spec: Some(spec) }),
-        )
+        let spec = config::schema(&self.plugin.faults, &self.plugin.variants);
+        rpc::finish("ConfigSchema", "", Ok(ConfigSchemaResponse { spec }))
     }
 
     async fn set_config(

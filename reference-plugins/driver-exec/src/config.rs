@@ -11,6 +11,9 @@
 //! ConfigSchema returns the schema below; SetConfig decodes what Nomad made of it. Nomad calls
 //! SetConfig twice: once in a short-lived launch that only validates the config (without
 //! `nomad_config`), and once in the long-lived instance (with it). Both must succeed.
+//!
+//! With the no-config-schema variant the driver has no configuration: ConfigSchema returns no
+//! spec, Nomad then sends SetConfig empty bytes, and the defaults apply.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,6 +23,7 @@ use nomad_conform_proto::nomad::hclspec::Spec;
 use crate::faults::{Fault, Faults};
 use crate::hclspec::{attr, default, object};
 use crate::msgpack::ConfigMap;
+use crate::variants::{Variant, Variants};
 
 const FINGERPRINT_PERIOD: &str = "fingerprint_period";
 const ENABLED: &str = "enabled";
@@ -48,14 +52,23 @@ impl std::default::Default for PluginConfig {
     }
 }
 
-/// The ConfigSchema answer.
-pub fn schema(faults: &Faults) -> Spec {
+/// Whether the driver has a configuration at all: the no-config-schema variant has none, like
+/// Nomad drivers whose ConfigSchema returns no spec.
+fn takes_config(variants: &Variants) -> bool {
+    !variants.has(Variant::NoConfigSchema)
+}
+
+/// The ConfigSchema answer: None for no spec.
+pub fn schema(faults: &Faults, variants: &Variants) -> Option<Spec> {
+    if !takes_config(variants) {
+        return None;
+    }
     let period_type = if faults.has(Fault::BadConfigSchema) {
         "strng"
     } else {
         "string"
     };
-    object(vec![
+    Some(object(vec![
         (
             FINGERPRINT_PERIOD,
             default(attr(FINGERPRINT_PERIOD, period_type, false), "\"30s\""),
@@ -65,11 +78,19 @@ pub fn schema(faults: &Faults) -> Spec {
             EXTRA_ATTRIBUTES,
             attr(EXTRA_ATTRIBUTES, "map(string)", false),
         ),
-    ])
+    ]))
 }
 
 /// Decodes SetConfig's `msgpack_config`; unset attributes take their defaults.
-pub fn decode(bytes: &[u8], faults: &Faults) -> Result<PluginConfig, String> {
+pub fn decode(bytes: &[u8], faults: &Faults, variants: &Variants) -> Result<PluginConfig, String> {
+    if !takes_config(variants) {
+        // Without a spec Nomad sends no bytes at all (not even an empty map, 0x80).
+        return if bytes.is_empty() {
+            Ok(PluginConfig::default())
+        } else {
+            Err("this driver takes no configuration (no-config-schema variant)".into())
+        };
+    }
     let map = ConfigMap::decode(bytes, SCHEMA)?;
     if faults.has(Fault::CtyOnly)
         && let Some(name) = map.first_missing(SCHEMA)
@@ -171,24 +192,29 @@ mod tests {
     #[test]
     fn cty_and_plain_maps_decode_alike() {
         let faults = Faults::default();
+        let none = Variants::default();
         let cty = encode(vec![
             ("enabled", Value::Nil),
             ("fingerprint_period", "2s".into()),
         ]);
         let plain = encode(vec![("fingerprint_period", "2s".into())]);
         for bytes in [cty, plain] {
-            let config = decode(&bytes, &faults).unwrap();
+            let config = decode(&bytes, &faults, &none).unwrap();
             assert_eq!(config.fingerprint_period, Duration::from_secs(2));
             assert!(config.enabled);
         }
-        assert_eq!(decode(&[], &faults).unwrap(), PluginConfig::default());
-        let off = decode(&encode(vec![("enabled", false.into())]), &faults).unwrap();
+        assert_eq!(
+            decode(&[], &faults, &none).unwrap(),
+            PluginConfig::default()
+        );
+        let off = decode(&encode(vec![("enabled", false.into())]), &faults, &none).unwrap();
         assert!(!off.enabled);
     }
 
     #[test]
     fn bad_values_are_refused() {
         let faults = Faults::default();
+        let none = Variants::default();
         for pairs in [
             vec![("fingerprint_period", Value::from("soon"))],
             vec![("fingerprint_period", Value::from("0s"))],
@@ -196,7 +222,7 @@ mod tests {
             vec![("extra", Value::from(1))],
         ] {
             assert!(
-                decode(&encode(pairs.clone()), &faults).is_err(),
+                decode(&encode(pairs.clone()), &faults, &none).is_err(),
                 "{pairs:?}"
             );
         }
@@ -204,13 +230,30 @@ mod tests {
 
     #[test]
     fn faults_refuse_what_the_contract_allows() {
+        let none = Variants::default();
         let plain = encode(vec![("enabled", true.into())]);
-        assert!(decode(&plain, &Faults::new([Fault::CtyOnly])).is_err());
+        assert!(decode(&plain, &Faults::new([Fault::CtyOnly]), &none).is_err());
         let cty = encode(vec![
             ("enabled", Value::Nil),
             ("fingerprint_period", Value::Nil),
         ]);
-        assert!(decode(&cty, &Faults::new([Fault::SetConfigRejectsNil])).is_err());
-        assert!(decode(&cty, &Faults::default()).is_ok());
+        assert!(decode(&cty, &Faults::new([Fault::SetConfigRejectsNil]), &none).is_err());
+        assert!(decode(&cty, &Faults::default(), &none).is_ok());
+    }
+
+    #[test]
+    fn without_a_schema_only_empty_bytes_are_accepted() {
+        let no_schema = Variants::new([Variant::NoConfigSchema]);
+        let faults = Faults::default();
+        assert_eq!(schema(&faults, &no_schema), None);
+        assert!(schema(&faults, &Variants::default()).is_some());
+        assert_eq!(
+            decode(&[], &faults, &no_schema).unwrap(),
+            PluginConfig::default()
+        );
+        for bytes in [vec![0x80], encode(vec![("enabled", true.into())])] {
+            let err = decode(&bytes, &faults, &no_schema).unwrap_err();
+            assert!(err.contains("takes no configuration"), "{err}");
+        }
     }
 }

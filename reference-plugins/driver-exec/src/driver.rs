@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nomad_conform_proto::nomad::drivers::driver_capabilities::FsIsolation;
 use nomad_conform_proto::nomad::drivers::driver_server::Driver;
@@ -38,6 +39,9 @@ pub const GO_ZERO_TIME: prost_types::Timestamp = prost_types::Timestamp {
     nanos: 0,
 };
 
+/// How often a WaitTask looks for the exit of a running task with the wait-poll variant.
+const WAIT_POLL: Duration = Duration::from_secs(2);
+
 pub struct DriverService {
     plugin: Arc<Plugin>,
 }
@@ -55,7 +59,7 @@ impl DriverService {
         }
         Ok(CapabilitiesResponse {
             capabilities: Some(DriverCapabilities {
-                send_signals: true,
+                send_signals: stop::sends_signals(&self.plugin),
                 exec: !self.plugin.variants.has(Variant::NoExec),
                 fs_isolation: if self.plugin.faults.has(Fault::ClaimsChroot) {
                     FsIsolation::Chroot as i32
@@ -77,7 +81,9 @@ impl DriverService {
             None if faults.has(Fault::UnknownTaskHangs) => std::future::pending().await,
             None => return Err(rpc::task_not_found(&self.plugin.variants)),
         };
-        match task.exit() {
+        let exited = task.exit();
+        let running = exited.is_none();
+        match exited {
             Some(_) if faults.has(Fault::WaitOnce) => std::future::pending().await,
             Some(_) => {}
             None if faults.has(Fault::WaitSingleWaiter) && task.count_running_waiter() > 0 => {
@@ -85,7 +91,13 @@ impl DriverService {
             }
             None => {}
         }
-        let exit = task.wait().await;
+        // wait-poll: a WaitTask made while the task runs looks for the exit every few seconds
+        // instead of being told of it.
+        let exit = if running && self.plugin.variants.has(Variant::WaitPoll) {
+            task.poll_exit(WAIT_POLL).await
+        } else {
+            task.wait().await
+        };
         let mut result = exit.result;
         if faults.has(Fault::WaitWrongCode) {
             result.exit_code = 0;
@@ -139,6 +151,7 @@ impl DriverService {
 #[tonic::async_trait]
 impl Driver for DriverService {
     async fn init(&self, _: Request<InitRequest>) -> Result<Response<InitResponse>, Status> {
+        let earlier_calls = self.plugin.count_init();
         let result = if self.plugin.variants.has(Variant::NoInitShutdown) {
             Err(Status::unimplemented(
                 "Init is not implemented (no-init-shutdown variant)",
@@ -146,6 +159,11 @@ impl Driver for DriverService {
         } else if self.plugin.faults.has(Fault::InitFails) {
             Err(rpc::failed(
                 "failed to initialise the driver (init-fails fault)",
+            ))
+        } else if earlier_calls > 0 && self.plugin.faults.has(Fault::SecondInitFails) {
+            // Nomad calls Init again when it reattaches to this process after a restart.
+            Err(rpc::failed(
+                "failed to initialise the driver: already initialised (second-init-fails fault)",
             ))
         } else {
             Ok(InitResponse {})

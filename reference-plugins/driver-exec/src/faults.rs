@@ -48,6 +48,9 @@ switches! {
             "SetConfig and StartTask fail on a config map that lacks some schema attribute",
         InitFails = "init-fails":
             "Driver/Init returns an error",
+        SecondInitFails = "second-init-fails":
+            "Driver/Init fails every time after the first in a process, though Nomad calls it \
+             again when it reattaches after an agent restart",
         // Fingerprint (fingerprint.rs).
         FingerprintLate = "fingerprint-late":
             "the first Fingerprint message comes after 5 s instead of at once",
@@ -59,6 +62,9 @@ switches! {
             "the Fingerprint stream ends after its first message",
         FingerprintOnce = "fingerprint-once":
             "the Fingerprint stream stays open but never sends a second message",
+        FingerprintUndetected = "fingerprint-undetected":
+            "Fingerprint reports health UNDETECTED (exec runtime not found), though tasks \
+             would run",
         // Task schema and capabilities (taskconfig.rs, driver.rs).
         BadTaskSchema = "bad-task-schema":
             "TaskConfigSchema has an Attr of type `strng`, which is no HCL type",
@@ -70,8 +76,15 @@ switches! {
         BadConfigLeavesProcess = "bad-config-leaves-process":
             "StartTask starts a process before validating the task config and leaves it \
              running when it rejects the config",
-        NoRecoverableDetail = "no-recoverable-detail":
-            "StartTask errors carry no RecoverableError detail",
+        BadConfigRecoverable = "bad-config-recoverable":
+            "a StartTask refused for a task config that cannot be decoded is marked \
+             recoverable, though retrying can never help",
+        PanicsInStart = "panics-in-start":
+            "every StartTask makes the plugin die as a Go plugin panics: a Go panic and stack \
+             on stderr, exit status 2",
+        HealthyButStartFails = "healthy-but-start-fails":
+            "Fingerprint says HEALTHY, but every StartTask fails: the runtime binary does not \
+             exist",
         CrashesOnEmptyArgs = "crashes-on-empty-args":
             "a task config with `args = []` makes the plugin process panic and die",
         LogsDropped = "logs-dropped":
@@ -100,12 +113,17 @@ switches! {
             "StopTask never sends SIGKILL: it returns at the timeout with the task still alive",
         StopExitedErrors = "stop-exited-errors":
             "StopTask of a task that has exited returns an error",
+        RejectsEmptySignal = "rejects-empty-signal":
+            "StopTask with an empty signal (a job without kill_signal) fails instead of using \
+             SIGINT",
         StopKillsAll = "stop-kills-all":
             "StopTask stops every task of the plugin, not just the one named",
         DestroyLeavesChildren = "destroy-leaves-children":
             "DestroyTask(force) kills only the task's main process, not its children",
         DestroyKeepsTask = "destroy-keeps-task":
             "the task is still known after DestroyTask",
+        DestroyLeavesTask = "destroy-leaves-task":
+            "DestroyTask(force) answers OK but neither stops nor forgets the task",
         SignalIgnored = "signal-ignored":
             "SignalTask answers OK without delivering the signal",
         SignalUnknownOk = "signal-unknown-ok":
@@ -142,6 +160,12 @@ switches! {
             "RecoverTask always fails",
         RecoverLosesExitCode = "recover-loses-exit-code":
             "a task that exited while the plugin was down is recovered with exit code 0",
+        RecoverDecodesRawConfig = "recover-decodes-raw-config":
+            "RecoverTask decodes handle.config.msgpack_driver_config and fails when it cannot, \
+             as it cannot after an agent restart (Nomad sends that field empty)",
+        RecoverRefusesKnownTask = "recover-refuses-known-task":
+            "RecoverTask of a task this plugin process already knows fails with \
+             \"task already exists\"",
     }
 }
 

@@ -6,7 +6,8 @@
 //! drivers), for as long as the client listens.
 //!
 //! A driver with `enabled = false` is UNDETECTED ("disabled"): Nomad does not schedule on it,
-//! and the stream stays open. Otherwise it is HEALTHY with the attributes
+//! and the stream stays open (the fingerprint-undetected fault says the same of an enabled
+//! one). Otherwise it is HEALTHY with the attributes
 //! `driver.exec-reference = true` and `driver.exec-reference.version = "<plugin version>"`.
 
 use std::collections::HashMap;
@@ -25,6 +26,7 @@ use tonic::Status;
 use crate::config::PluginConfig;
 use crate::faults::{Fault, Faults};
 use crate::plugin::{PLUGIN_NAME, Plugin};
+use crate::variants::{Variant, Variants};
 
 pub type FingerprintStream =
     Pin<Box<dyn Stream<Item = Result<FingerprintResponse, Status>> + Send>>;
@@ -38,7 +40,8 @@ pub fn stream(plugin: Arc<Plugin>) -> FingerprintStream {
         }
         loop {
             let config = plugin.config();
-            if sender.send(Ok(fingerprint(&config, faults))).await.is_err() {
+            let print = fingerprint(&config, faults, &plugin.variants);
+            if sender.send(Ok(print)).await.is_err() {
                 return; // The client went away.
             }
             if faults.has(Fault::FingerprintCloses) {
@@ -58,11 +61,24 @@ pub fn stream(plugin: Arc<Plugin>) -> FingerprintStream {
 }
 
 /// One fingerprint for the current config.
-pub fn fingerprint(config: &PluginConfig, faults: &Faults) -> FingerprintResponse {
+pub fn fingerprint(
+    config: &PluginConfig,
+    faults: &Faults,
+    variants: &Variants,
+) -> FingerprintResponse {
     if !config.enabled {
         return FingerprintResponse {
             health: HealthState::Undetected as i32,
             health_description: "disabled".into(),
+            ..Default::default()
+        };
+    }
+    if faults.has(Fault::FingerprintUndetected) {
+        return FingerprintResponse {
+            health: HealthState::Undetected as i32,
+            health_description: "exec runtime not found on this node (fingerprint-undetected \
+                                 fault)"
+                .into(),
             ..Default::default()
         };
     }
@@ -98,10 +114,16 @@ pub fn fingerprint(config: &PluginConfig, faults: &Faults) -> FingerprintRespons
             },
         );
     }
+    // empty-health-description: Nomad needs no description for a healthy driver.
+    let health_description = if variants.has(Variant::EmptyHealthDescription) {
+        ""
+    } else {
+        "healthy"
+    };
     FingerprintResponse {
         attributes,
         health,
-        health_description: "healthy".into(),
+        health_description: health_description.into(),
         err: String::new(),
     }
 }
@@ -112,7 +134,8 @@ mod tests {
 
     #[test]
     fn an_enabled_driver_is_healthy_with_its_attributes() {
-        let print = fingerprint(&PluginConfig::default(), &Faults::default());
+        let none = Variants::default();
+        let print = fingerprint(&PluginConfig::default(), &Faults::default(), &none);
         assert_eq!(print.health, HealthState::Healthy as i32);
         assert_eq!(print.health_description, "healthy");
         assert_eq!(
@@ -131,7 +154,7 @@ mod tests {
             enabled: false,
             ..Default::default()
         };
-        let print = fingerprint(&config, &Faults::default());
+        let print = fingerprint(&config, &Faults::default(), &Variants::default());
         assert_eq!(print.health, HealthState::Undetected as i32);
         assert!(print.attributes.is_empty());
     }

@@ -11,6 +11,7 @@ use nomad_conform_proto::nomad::drivers::{TaskConfig, TaskHandle, TaskState};
 use serde::{Deserialize, Serialize};
 
 use crate::faults::{Fault, Faults};
+use crate::variants::{Variant, Variants};
 
 /// The only handle version this driver writes and reads.
 pub const HANDLE_VERSION: i32 = 1;
@@ -37,15 +38,26 @@ impl DriverState {
 }
 
 /// The handle StartTask returns for a task that is now running.
-pub fn for_started_task(config: &TaskConfig, state: &DriverState, faults: &Faults) -> TaskHandle {
+pub fn for_started_task(
+    config: &TaskConfig,
+    state: &DriverState,
+    faults: &Faults,
+    variants: &Variants,
+) -> TaskHandle {
     let mut config = config.clone();
     if faults.has(Fault::HandleWrongId) {
         config.id.push_str("-wrong");
     }
+    // handle-state-unset: Nomad never reads the handle's state, and its drivers leave it unset.
+    let task_state = if variants.has(Variant::HandleStateUnset) {
+        TaskState::Unknown
+    } else {
+        TaskState::Running
+    };
     TaskHandle {
         version: HANDLE_VERSION,
         config: Some(config),
-        state: TaskState::Running as i32,
+        state: task_state as i32,
         driver_state: state.encode(),
     }
 }
@@ -93,11 +105,16 @@ mod tests {
             name: "b".into(),
             ..Default::default()
         };
-        let handle = for_started_task(&config, &state(), &Faults::default());
+        let none = Variants::default();
+        let handle = for_started_task(&config, &state(), &Faults::default(), &none);
         assert_eq!(handle.config.as_ref(), Some(&config));
         assert_eq!(handle.version, 1);
         assert_eq!(handle.state, TaskState::Running as i32);
-        let wrong = for_started_task(&config, &state(), &Faults::new([Fault::HandleWrongId]));
+        let wrong_id = Faults::new([Fault::HandleWrongId]);
+        let wrong = for_started_task(&config, &state(), &wrong_id, &none);
         assert_ne!(wrong.config.unwrap().id, config.id);
+        let unset = Variants::new([Variant::HandleStateUnset]);
+        let handle = for_started_task(&config, &state(), &Faults::default(), &unset);
+        assert_eq!(handle.state, TaskState::Unknown as i32);
     }
 }

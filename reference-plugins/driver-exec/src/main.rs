@@ -18,7 +18,8 @@
 //!   `exec_stream` and `pty`;
 //! - `taskconfig`: the task's `config {}`; `supervisor`: the process between plugin and task;
 //!   `tasks`: the in-memory task table; `handle`: the TaskHandle's driver_state; `process`:
-//!   signals and `/proc`;
+//!   signals and `/proc`; `invisible`: tasks without their env (a variant); `crash`: dying
+//!   as a Go plugin panics (faults);
 //! - `rpc`: error codes and call logging; `plugin`: what services share; `faults`,
 //!   `variants`, `switches`: the switches.
 //!
@@ -27,6 +28,7 @@
 
 mod base;
 mod config;
+mod crash;
 mod driver;
 mod events;
 mod exec;
@@ -36,6 +38,7 @@ mod fingerprint;
 mod goplugin;
 mod handle;
 mod hclspec;
+mod invisible;
 mod launch;
 mod log;
 mod msgpack;

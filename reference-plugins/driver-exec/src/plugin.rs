@@ -1,6 +1,7 @@
 //! What every service of the plugin shares.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use tokio::sync::Notify;
@@ -28,6 +29,8 @@ pub struct Plugin {
     pub events: Events,
     /// Notified by GRPCController/Shutdown: stop serving and exit.
     pub shutdown: Notify,
+    /// Driver/Init calls so far (for the second-init-fails fault).
+    init_calls: AtomicUsize,
 }
 
 impl Plugin {
@@ -40,6 +43,7 @@ impl Plugin {
             config: RwLock::new(PluginConfig::default()),
             tasks: TaskTable::default(),
             shutdown: Notify::new(),
+            init_calls: AtomicUsize::new(0),
         })
     }
 
@@ -55,6 +59,11 @@ impl Plugin {
             .config
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = config;
+    }
+
+    /// Counts a Driver/Init call; returns how many came before it.
+    pub fn count_init(&self) -> usize {
+        self.init_calls.fetch_add(1, Ordering::SeqCst)
     }
 
     /// The task with this id, or the "task not found" error.

@@ -7,7 +7,8 @@
 //! - an unknown task id is UNKNOWN "task not found for given id" (NOT_FOUND with the
 //!   not-found variant: Nomad handles both as a generic failure);
 //! - StartTask errors are FAILED_PRECONDITION with a `RecoverableError` detail in
-//!   `grpc-status-details-bin`, which Nomad's restart policy reads.
+//!   `grpc-status-details-bin`, which Nomad's restart policy reads (plain UNKNOWN errors with
+//!   the plain-start-errors variant, as raw_exec's).
 //!
 //! A request that lacks a field Nomad always sets is INVALID_ARGUMENT.
 
@@ -16,7 +17,6 @@ use prost::Message as _;
 use tonic::codegen::Bytes;
 use tonic::{Response, Status};
 
-use crate::faults::{Fault, Faults};
 use crate::log;
 use crate::variants::{Variant, Variants};
 
@@ -57,15 +57,25 @@ pub fn bad_request(message: impl Into<String>) -> Status {
     Status::invalid_argument(message)
 }
 
-/// A StartTask error: FAILED_PRECONDITION with `RecoverableError{recoverable}` as the first
-/// (and only) detail. Nothing this driver refuses gets better by retrying, so it says
-/// `recoverable: false`.
-pub fn start_error(faults: &Faults, message: impl Into<String>) -> Status {
+/// A StartTask error: FAILED_PRECONDITION with `RecoverableError{recoverable: false}` as the
+/// first (and only) detail. Nothing this driver refuses gets better by retrying.
+pub fn start_error(variants: &Variants, message: impl Into<String>) -> Status {
+    start_error_marked(variants, message, false)
+}
+
+/// A StartTask error whose RecoverableError detail says `recoverable`.
+pub fn start_error_marked(
+    variants: &Variants,
+    message: impl Into<String>,
+    recoverable: bool,
+) -> Status {
     let message = message.into();
-    if faults.has(Fault::NoRecoverableDetail) {
-        return Status::failed_precondition(message);
+    // plain-start-errors: a plain Go error, which Nomad's plugin server passes on as it is
+    // (UNKNOWN, no details), as it does for raw_exec.
+    if variants.has(Variant::PlainStartErrors) {
+        return failed(message);
     }
-    let detail = RecoverableError { recoverable: false };
+    let detail = RecoverableError { recoverable };
     let status = RpcStatus {
         code: tonic::Code::FailedPrecondition as i32,
         message: message.clone(),
@@ -111,7 +121,7 @@ mod tests {
 
     #[test]
     fn start_errors_carry_a_recoverable_error_detail() {
-        let status = start_error(&Faults::default(), "no command");
+        let status = start_error(&Variants::default(), "no command");
         assert_eq!(status.code(), tonic::Code::FailedPrecondition);
         let details = RpcStatus::decode(status.details()).unwrap();
         assert_eq!(details.message, "no command");
@@ -120,7 +130,14 @@ mod tests {
         let detail = RecoverableError::decode(details.details[0].value.as_slice()).unwrap();
         assert!(!detail.recoverable);
 
-        let bare = start_error(&Faults::new([Fault::NoRecoverableDetail]), "no command");
+        let marked = start_error_marked(&Variants::default(), "bad config", true);
+        let details = RpcStatus::decode(marked.details()).unwrap();
+        let detail = RecoverableError::decode(details.details[0].value.as_slice()).unwrap();
+        assert!(detail.recoverable);
+
+        let plain = Variants::new([Variant::PlainStartErrors]);
+        let bare = start_error_marked(&plain, "no command", true);
+        assert_eq!(bare.code(), tonic::Code::Unknown);
         assert!(bare.details().is_empty());
     }
 

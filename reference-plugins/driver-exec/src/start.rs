@@ -3,7 +3,8 @@
 //! StartTask validates the task config first (so a bad one leaves nothing behind), then has a
 //! supervisor start `command args...` with the task's environment, in the task directory
 //! (`<alloc_dir>/<task name>`), writing to the FIFOs Nomad gave (`stdout_path`,
-//! `stderr_path`). Its handle carries what RecoverTask needs to find the task again.
+//! `stderr_path`). Its handle carries what RecoverTask needs to find the task again. (With the
+//! invisible-tasks variant, `invisible.rs` hides the environment from the task's processes.)
 //!
 //! RecoverTask rebuilds a task from that handle after a plugin restart: if the supervisor
 //! recorded an exit, the task has exited (maybe while no plugin was running); if the
@@ -21,13 +22,15 @@ use tonic::Status;
 
 use crate::faults::Fault;
 use crate::handle::{self, DriverState, HANDLE_VERSION};
-use crate::log;
+use crate::invisible::{self, Hidden};
 use crate::plugin::Plugin;
 use crate::process::{self, TaskProcesses};
 use crate::rpc;
 use crate::supervisor::{self, Launch};
 use crate::taskconfig;
 use crate::tasks::{self, Supervisor, Task};
+use crate::variants::Variant;
+use crate::{crash, log};
 
 /// The file in a task's state directory where its supervisor records the exit.
 const STATUS_FILE: &str = "exit-status.json";
@@ -37,6 +40,10 @@ pub async fn start_task(
     request: StartTaskRequest,
 ) -> Result<StartTaskResponse, Status> {
     let faults = &plugin.faults;
+    let variants = &plugin.variants;
+    if faults.has(Fault::PanicsInStart) {
+        crash::panic_in_start_task(crash::NIL_DEREFERENCE);
+    }
     let config = request
         .task
         .ok_or_else(|| rpc::bad_request("StartTask without a task"))?;
@@ -45,7 +52,7 @@ pub async fn start_task(
     }
     if plugin.tasks.contains(&config.id) {
         return Err(rpc::start_error(
-            faults,
+            variants,
             format!("task with id {:?} is already started", config.id),
         ));
     }
@@ -53,22 +60,45 @@ pub async fn start_task(
         if faults.has(Fault::BadConfigLeavesProcess) {
             start_stray_process(&config);
         }
-        rpc::start_error(faults, format!("invalid task config: {why}"))
+        // bad-config-recoverable: a config that cannot be decoded never will be, yet it
+        // is marked worth retrying.
+        let recoverable = faults.has(Fault::BadConfigRecoverable);
+        rpc::start_error_marked(variants, format!("invalid task config: {why}"), recoverable)
     })?;
     if faults.has(Fault::CrashesOnEmptyArgs) && spec.args.as_ref().is_some_and(Vec::is_empty) {
-        crash("args is an empty list (crashes-on-empty-args fault)");
+        crash::panic_in_start_task("args is an empty list (crashes-on-empty-args fault)");
     }
     let task_dir = Path::new(&config.alloc_dir).join(&config.name);
     if config.alloc_dir.is_empty() || !task_dir.is_dir() {
         return Err(rpc::start_error(
-            faults,
+            variants,
             format!("task directory {} does not exist", task_dir.display()),
+        ));
+    }
+    // healthy-but-start-fails: the runtime the fingerprint did not look for is missing.
+    if faults.has(Fault::HealthyButStartFails) {
+        return Err(rpc::start_error(
+            variants,
+            "failed to start task: runtime binary /usr/bin/firecracker does not exist",
         ));
     }
 
     let status_file = prepare_state_dir(&plugin.state_dir, &config.id)
-        .map_err(|why| rpc::start_error(faults, why))?;
+        .map_err(|why| rpc::start_error(variants, why))?;
     let env = task_env(&config, plugin);
+    // invisible-tasks: the task's processes start with PATH only.
+    let Hidden { argv, env } = if variants.has(Variant::InvisibleTasks) {
+        let task_state_dir = status_file.parent().unwrap_or(&plugin.state_dir);
+        invisible::hide(spec.argv(), &env, task_state_dir).map_err(|why| {
+            remove_task_state(&status_file);
+            rpc::start_error(variants, why)
+        })?
+    } else {
+        Hidden {
+            argv: spec.argv(),
+            env,
+        }
+    };
     let (stdout, stderr) = if faults.has(Fault::LogsDropped) {
         (PathBuf::from("/dev/null"), PathBuf::from("/dev/null"))
     } else {
@@ -79,7 +109,7 @@ pub async fn start_task(
     };
     let own_session = !faults.has(Fault::TasksDieWithPlugin);
     let started = supervisor::launch(Launch {
-        argv: &spec.argv(),
+        argv: &argv,
         env: &env,
         task_dir: &task_dir,
         stdout: &stdout,
@@ -90,10 +120,8 @@ pub async fn start_task(
     .await
     .map_err(|why| {
         // Nothing was started: leave nothing behind either.
-        if let Some(dir) = status_file.parent() {
-            let _ = std::fs::remove_dir(dir);
-        }
-        rpc::start_error(faults, why)
+        remove_task_state(&status_file);
+        rpc::start_error(variants, why)
     })?;
 
     let state = DriverState {
@@ -107,7 +135,7 @@ pub async fn start_task(
         supervisor_pid: started.supervisor_pid,
         own_session,
     };
-    let handle = handle::for_started_task(&config, &state, faults);
+    let handle = handle::for_started_task(&config, &state, faults, variants);
     let task = Task::running(
         config,
         state,
@@ -154,7 +182,24 @@ pub fn recover_task(plugin: &Plugin, request: RecoverTaskRequest) -> Result<(), 
     if plugin.faults.has(Fault::RecoverFails) {
         return Err(rpc::failed("failed to recover task (recover-fails fault)"));
     }
+    // recover-decodes-raw-config: re-reading the task config, which Nomad does not keep in
+    // the handles it stores, so after an agent restart the field is empty. (Go's msgpack
+    // decoder says EOF for no bytes; ours would take them for an empty map.)
+    if plugin.faults.has(Fault::RecoverDecodesRawConfig) {
+        let raw = &config.msgpack_driver_config;
+        let decoded = if raw.is_empty() {
+            Err("EOF".to_string())
+        } else {
+            taskconfig::decode(raw, &plugin.faults).map(|_| ())
+        };
+        decoded.map_err(|why| rpc::failed(format!("failed to decode driver config: {why}")))?;
+    }
     if plugin.tasks.contains(&config.id) {
+        // recover-refuses-known-task: Nomad recovers every task again when it reattaches to
+        // this same plugin process after an agent restart.
+        if plugin.faults.has(Fault::RecoverRefusesKnownTask) {
+            return Err(rpc::failed("task already exists"));
+        }
         return Ok(());
     }
     if handle.version != HANDLE_VERSION {
@@ -241,6 +286,29 @@ fn prepare_state_dir(state_dir: &Path, task_id: &str) -> Result<PathBuf, String>
     }
 }
 
+/// Removes what StartTask wrote into a task's state directory (the status file and, with the
+/// invisible-tasks variant, the env file), then the directory if that left it empty. Nothing
+/// else: the path may have come back from a handle.
+pub fn remove_task_state(status_file: &Path) {
+    let Some(dir) = status_file.parent() else {
+        return;
+    };
+    for file in [status_file.to_path_buf(), dir.join(invisible::ENV_FILE)] {
+        if let Err(err) = std::fs::remove_file(&file)
+            && err.kind() != std::io::ErrorKind::NotFound
+        {
+            log::warn(
+                "failed to remove a task state file",
+                &[
+                    ("path", file.display().to_string()),
+                    ("error", err.to_string()),
+                ],
+            );
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
 /// Whether the handle's supervisor still runs, and is really ours: a pid can be reused, so
 /// its command line must name the same status file.
 fn is_our_supervisor(state: &DriverState) -> bool {
@@ -265,11 +333,4 @@ fn start_stray_process(config: &TaskConfig) {
         .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let _ = command.spawn();
-}
-
-/// The crashes-on-empty-args fault: the plugin process dies the way a Go plugin's panic
-/// kills it (a `panic: ` line on stderr, then an abnormal exit).
-fn crash(why: &str) -> ! {
-    eprintln!("panic: {why}");
-    std::process::abort()
 }

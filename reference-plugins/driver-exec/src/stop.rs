@@ -1,6 +1,6 @@
 //! StopTask, DestroyTask and SignalTask: signals to a task's processes.
 //!
-//! - StopTask(timeout, signal) sends `signal` (SIGTERM when empty) to the task's process group,
+//! - StopTask(timeout, signal) sends `signal` (SIGINT when empty) to the task's process group,
 //!   waits up to `timeout` for the task to exit, then sends SIGKILL to the group, and answers
 //!   once the task has exited. Stopping a task that has already exited succeeds. It does not
 //!   forget the task: WaitTask and InspectTask still work afterwards.
@@ -8,6 +8,9 @@
 //!   group and everything else left in its session, waits for the exit, removes the task's
 //!   state directory and forgets the task.
 //! - SignalTask sends a signal, by name, to the task's process group.
+//!
+//! With the no-send-signals variant the driver cannot deliver signals (as if its tasks ran in
+//! a VM): Capabilities says so, SignalTask fails, and StopTask kills the task at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,16 +20,23 @@ use nomad_conform_proto::nomad::drivers::{DestroyTaskRequest, SignalTaskRequest,
 use tonic::Status;
 
 use crate::faults::Fault;
-use crate::log;
 use crate::plugin::Plugin;
-use crate::process;
-use crate::rpc;
 use crate::tasks::Task;
+use crate::variants::Variant;
+use crate::{process, rpc, start};
 
-/// The signal when StopTask names none (a task without `kill_signal`).
-const DEFAULT_STOP_SIGNAL: Signal = Signal::SIGTERM;
+/// The signal when StopTask names none: Nomad sends "" for a job without `kill_signal`, and its
+/// own executor then uses SIGINT, so this driver does too (it used SIGTERM before).
+const DEFAULT_STOP_SIGNAL: Signal = Signal::SIGINT;
 /// How long to wait for a task to die after SIGKILL before reporting a failure.
 const KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// Whether this driver can deliver signals to its tasks: Capabilities, SignalTask and StopTask
+/// all ask here.
+pub fn sends_signals(plugin: &Plugin) -> bool {
+    // no-send-signals: a driver whose tasks no signal reaches (a VM).
+    !plugin.variants.has(Variant::NoSendSignals)
+}
 
 pub async fn stop_task(plugin: &Plugin, request: StopTaskRequest) -> Result<(), Status> {
     let faults = &plugin.faults;
@@ -37,9 +47,13 @@ pub async fn stop_task(plugin: &Plugin, request: StopTaskRequest) -> Result<(), 
         .and_then(|t| {
             Duration::try_from(t).map_err(|_| rpc::bad_request("StopTask with a negative timeout"))
         })?;
-    let signal = if faults.has(Fault::StopIgnoresSignal) {
+    let signal = if faults.has(Fault::StopIgnoresSignal) || !sends_signals(plugin) {
         Signal::SIGKILL
     } else if request.signal.is_empty() {
+        // rejects-empty-signal: "" is what Nomad sends for a job without kill_signal.
+        if faults.has(Fault::RejectsEmptySignal) {
+            return Err(rpc::failed("invalid signal \"\""));
+        }
         DEFAULT_STOP_SIGNAL
     } else {
         process::parse_signal(&request.signal)
@@ -71,6 +85,13 @@ async fn stop_one(
         }
         return Ok(());
     }
+    if signal == Signal::SIGKILL {
+        // Nothing to escalate to: kill, and wait for the exit.
+        plugin
+            .events
+            .emit(&task.config, "Stop requested: SIGKILL", &[]);
+        return kill(task).await;
+    }
     plugin.events.emit(
         &task.config,
         format!(
@@ -97,6 +118,11 @@ async fn stop_one(
         ),
         &[],
     );
+    kill(task).await
+}
+
+/// SIGKILL to the task's group; answers once the task has exited.
+async fn kill(task: &Task) -> Result<(), Status> {
     task.processes
         .signal(Signal::SIGKILL)
         .map_err(|err| rpc::failed(format!("failed to send SIGKILL: {err}")))?;
@@ -119,6 +145,9 @@ pub async fn destroy_task(plugin: &Plugin, request: DestroyTaskRequest) -> Resul
             "cannot destroy a running task without force: stop it first",
         ));
     }
+    if faults.has(Fault::DestroyLeavesTask) {
+        return Ok(());
+    }
     if faults.has(Fault::DestroyLeavesChildren) {
         task.processes.kill_main();
     } else {
@@ -134,7 +163,7 @@ pub async fn destroy_task(plugin: &Plugin, request: DestroyTaskRequest) -> Resul
     if faults.has(Fault::DestroyKeepsTask) {
         return Ok(());
     }
-    remove_state(&task);
+    start::remove_task_state(&task.state.status_file);
     plugin.tasks.remove(&task.config.id);
     plugin.events.emit(&task.config, "Task destroyed", &[]);
     Ok(())
@@ -143,6 +172,11 @@ pub async fn destroy_task(plugin: &Plugin, request: DestroyTaskRequest) -> Resul
 pub fn signal_task(plugin: &Plugin, request: SignalTaskRequest) -> Result<(), Status> {
     let faults = &plugin.faults;
     let task = plugin.task(&request.task_id)?;
+    if !sends_signals(plugin) {
+        return Err(Status::failed_precondition(
+            "this driver cannot send signals to its tasks (no-send-signals variant)",
+        ));
+    }
     let Some(signal) = process::parse_signal(&request.signal) else {
         if faults.has(Fault::SignalUnknownOk) {
             return Ok(());
@@ -166,24 +200,4 @@ pub fn signal_task(plugin: &Plugin, request: SignalTaskRequest) -> Result<(), St
         &[("signal", signal.to_string())],
     );
     Ok(())
-}
-
-/// Removes the status file and, if then empty, the task's state directory. Nothing else: the
-/// path came back from a handle, so only what the supervisor wrote there is removed.
-fn remove_state(task: &Task) {
-    let status_file = &task.state.status_file;
-    if let Err(err) = std::fs::remove_file(status_file)
-        && err.kind() != std::io::ErrorKind::NotFound
-    {
-        log::warn(
-            "failed to remove the status file",
-            &[
-                ("path", status_file.display().to_string()),
-                ("error", err.to_string()),
-            ],
-        );
-    }
-    if let Some(dir) = status_file.parent() {
-        let _ = std::fs::remove_dir(dir);
-    }
 }

@@ -118,6 +118,16 @@ impl Task {
         }
     }
 
+    /// Looks every `period` whether the task has ended, until it has.
+    pub async fn poll_exit(&self, period: Duration) -> Exit {
+        loop {
+            tokio::time::sleep(period).await;
+            if let Some(exit) = self.exit() {
+                return exit;
+            }
+        }
+    }
+
     /// Counts a WaitTask made while the task runs; returns how many came before it.
     pub fn count_running_waiter(&self) -> usize {
         self.running_waiters.fetch_add(1, Ordering::SeqCst)

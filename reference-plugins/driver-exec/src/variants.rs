@@ -22,6 +22,26 @@ switches! {
             "Driver/Init and Driver/Shutdown answer UNIMPLEMENTED, which Nomad treats as success",
         NoExec = "no-exec":
             "Capabilities says exec=false; ExecTask and ExecTaskStreaming answer UNIMPLEMENTED",
+        NoConfigSchema = "no-config-schema":
+            "ConfigSchema returns no spec, and SetConfig accepts only empty msgpack_config \
+             bytes (what Nomad then sends), refusing any other",
+        EmptyHealthDescription = "empty-health-description":
+            "Fingerprint says HEALTHY with an empty health_description",
+        HandleStateUnset = "handle-state-unset":
+            "StartTask's TaskHandle leaves `state` unset (UNKNOWN), as Nomad's own drivers do",
+        PlainStartErrors = "plain-start-errors":
+            "StartTask errors are plain UNKNOWN statuses without a RecoverableError detail, as \
+             raw_exec's are",
+        InvisibleTasks = "invisible-tasks":
+            "no process of a task, nor its supervisor, carries TaskConfig.env in its \
+             environment (PATH only); a `/bin/sh -c` script still sees the variables, as \
+             unexported shell variables (a task in a VM)",
+        WaitPoll = "wait-poll":
+            "a WaitTask made while the task runs learns of the exit by polling every 2 s, so it \
+             returns up to 2 s after the exit",
+        NoSendSignals = "no-send-signals":
+            "Capabilities says send_signals=false; SignalTask fails, and StopTask ignores the \
+             signal and SIGKILLs the task's process group at once",
     }
 }
 

@@ -9,11 +9,12 @@ use nomad_conform_proto::nomad::base::{ConfigSchemaRequest, PluginInfoRequest, S
 use nomad_conform_proto::nomad::drivers::exec_task_streaming_request::{
     Setup as ExecSetup, TerminalSize,
 };
+use nomad_conform_proto::nomad::drivers::fingerprint_response::HealthState;
 use nomad_conform_proto::nomad::drivers::{
     CapabilitiesRequest, DestroyTaskRequest, ExecTaskStreamingIoOperation,
     ExecTaskStreamingRequest, FingerprintRequest, InitRequest, InspectTaskRequest,
     RecoverTaskRequest, SignalTaskRequest, StopTaskRequest, TaskConfigSchemaRequest,
-    TaskEventsRequest, TaskStatsRequest, WaitTaskRequest,
+    TaskEventsRequest, TaskState, TaskStatsRequest, WaitTaskRequest,
 };
 use nomad_conform_proto::nomad::hclspec::Spec;
 use nomad_conform_proto::nomad::hclspec::spec::Block;
@@ -426,4 +427,227 @@ async fn exec_stream_waits_children_waits() {
     let out = exec_stream(&mut setup, &id, script, false, vec![]).await;
     assert_eq!(out.stdout, "main\nlate\n");
     assert!(started.elapsed() >= Duration::from_millis(1400));
+}
+
+#[tokio::test]
+async fn bad_config_recoverable_marks_a_bad_config_worth_retrying() {
+    let mut setup = Setup::new(&["--fault", "bad-config-recoverable"]).await;
+    let config = cty_config(&[("args", Value::Nil), ("command", Value::Nil)]);
+    let task = setup.scratch.task_with_config("bad", config);
+    let status = setup
+        .driver()
+        .start_task(task.start_request())
+        .await
+        .expect_err("no command");
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(recoverable_detail(&status), Some(true));
+}
+
+#[tokio::test]
+async fn panics_in_start_dies_like_a_go_plugin() {
+    let mut setup = Setup::new(&["--fault", "panics-in-start"]).await;
+    let task = setup.scratch.task("t", &["/bin/true"]);
+    setup
+        .driver()
+        .start_task(task.start_request())
+        .await
+        .expect_err("the plugin died");
+    let status = setup.plugin.wait_exit(5).expect("the plugin exited");
+    assert_eq!(status.code(), Some(2));
+    let stderr = setup.plugin.stderr_to_end(5);
+    let has = |prefix: &str| stderr.iter().any(|l| l.starts_with(prefix));
+    assert!(
+        has("panic: runtime error: invalid memory address or nil pointer dereference")
+            && has("[signal SIGSEGV: segmentation violation")
+            && has("goroutine 37 [running]:")
+            && has("main.(*Driver).StartTask(")
+            && has("\t/src/driver/start.go:"),
+        "{stderr:?}"
+    );
+}
+
+#[tokio::test]
+async fn fingerprint_undetected_says_undetected_and_repeats_itself() {
+    let mut setup = Setup::new(&["--fault", "fingerprint-undetected"]).await;
+    let request = SetConfigRequest {
+        msgpack_config: msgpack_map(&[("fingerprint_period", "200ms".into())]),
+        ..Default::default()
+    };
+    setup.clients.base.set_config(request).await.unwrap();
+    let mut stream = setup
+        .driver()
+        .fingerprint(FingerprintRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    for _ in 0..2 {
+        let print = within(2, "a fingerprint", stream.message())
+            .await
+            .unwrap()
+            .expect("the stream stays open");
+        assert_eq!(print.health, HealthState::Undetected as i32);
+        assert_eq!(
+            print.health_description,
+            "exec runtime not found on this node (fingerprint-undetected fault)"
+        );
+    }
+}
+
+#[tokio::test]
+async fn healthy_but_start_fails_fails_every_start() {
+    const MESSAGE: &str =
+        "failed to start task: runtime binary /usr/bin/firecracker does not exist";
+    let mut setup = Setup::new(&["--fault", "healthy-but-start-fails"]).await;
+    let mut stream = setup
+        .driver()
+        .fingerprint(FingerprintRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let print = stream.message().await.unwrap().unwrap();
+    assert_eq!(print.health, HealthState::Healthy as i32);
+    let task = setup.scratch.task("t", &["/bin/true"]);
+    let status = setup
+        .driver()
+        .start_task(task.start_request())
+        .await
+        .expect_err("StartTask");
+    assert_eq!(
+        (status.code(), status.message()),
+        (tonic::Code::FailedPrecondition, MESSAGE)
+    );
+    assert_eq!(recoverable_detail(&status), Some(false));
+    assert!(setup.plugin.wait_exit(0).is_none(), "the plugin died");
+
+    let args = [
+        "--fault",
+        "healthy-but-start-fails",
+        "--variant",
+        "plain-start-errors",
+    ];
+    let mut setup = Setup::new(&args).await;
+    let task = setup.scratch.task("t", &["/bin/true"]);
+    let status = setup
+        .driver()
+        .start_task(task.start_request())
+        .await
+        .expect_err("StartTask");
+    assert_eq!(
+        (status.code(), status.message()),
+        (tonic::Code::Unknown, MESSAGE)
+    );
+    assert!(status.details().is_empty());
+}
+
+#[tokio::test]
+async fn destroy_leaves_task_keeps_it_running() {
+    let mut setup = Setup::new(&["--fault", "destroy-leaves-task"]).await;
+    let task = setup.scratch.task("t", &["sleep", "30"]);
+    let handle = setup.clients.start(&task).await;
+    let destroy = DestroyTaskRequest {
+        task_id: task.id(),
+        force: true,
+    };
+    setup
+        .driver()
+        .destroy_task(destroy)
+        .await
+        .expect("DestroyTask");
+    assert!(is_alive(task_pid(&handle)), "the task was killed");
+    let status = setup
+        .driver()
+        .inspect_task(InspectTaskRequest { task_id: task.id() })
+        .await
+        .expect("the task is still known")
+        .into_inner();
+    assert_eq!(status.task.unwrap().state, TaskState::Running as i32);
+    let wait = setup
+        .driver()
+        .wait_task(WaitTaskRequest { task_id: task.id() });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), wait)
+            .await
+            .is_err(),
+        "WaitTask returned"
+    );
+}
+
+#[tokio::test]
+async fn recover_decodes_raw_config_fails_on_an_empty_config() {
+    let mut setup = Setup::new(&["--fault", "recover-decodes-raw-config"]).await;
+    let task = setup.scratch.task("t", &["sleep", "30"]);
+    let handle = setup.clients.start(&task).await;
+    let recover = |handle| RecoverTaskRequest {
+        task_id: String::new(),
+        handle: Some(handle),
+    };
+    setup
+        .driver()
+        .recover_task(recover(handle.clone()))
+        .await
+        .expect("RecoverTask with the config as StartTask got it");
+    let mut stored = handle;
+    if let Some(config) = stored.config.as_mut() {
+        config.msgpack_driver_config.clear();
+    }
+    let status = setup
+        .driver()
+        .recover_task(recover(stored))
+        .await
+        .expect_err("RecoverTask with an empty config");
+    assert_eq!(status.message(), "failed to decode driver config: EOF");
+}
+
+#[tokio::test]
+async fn second_init_fails_fails_the_second_time() {
+    let mut setup = Setup::new(&["--fault", "second-init-fails"]).await;
+    setup
+        .driver()
+        .init(InitRequest {})
+        .await
+        .expect("first Init");
+    setup
+        .driver()
+        .init(InitRequest {})
+        .await
+        .expect_err("second Init");
+}
+
+#[tokio::test]
+async fn recover_refuses_known_task_fails_for_a_running_task() {
+    let mut setup = Setup::new(&["--fault", "recover-refuses-known-task"]).await;
+    let task = setup.scratch.task("t", &["sleep", "30"]);
+    let handle = setup.clients.start(&task).await;
+    let status = setup
+        .driver()
+        .recover_task(RecoverTaskRequest {
+            task_id: String::new(),
+            handle: Some(handle),
+        })
+        .await
+        .expect_err("RecoverTask of a known task");
+    assert_eq!(status.message(), "task already exists");
+}
+
+#[tokio::test]
+async fn rejects_empty_signal_fails_a_stop_without_signal() {
+    let mut setup = Setup::new(&["--fault", "rejects-empty-signal"]).await;
+    let id = running(&mut setup).await;
+    let stop = |signal: &str| StopTaskRequest {
+        task_id: id.clone(),
+        timeout: Some(duration(5.0)),
+        signal: signal.to_string(),
+    };
+    let status = setup
+        .driver()
+        .stop_task(stop(""))
+        .await
+        .expect_err("StopTask without a signal");
+    assert_eq!(status.message(), "invalid signal \"\"");
+    setup
+        .driver()
+        .stop_task(stop("SIGTERM"))
+        .await
+        .expect("StopTask with SIGTERM");
+    assert_eq!(setup.clients.wait(&id, 5).await.signal, 15);
 }

@@ -8,10 +8,14 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use nomad_conform_proto::goplugin::ConnInfo;
-use nomad_conform_proto::nomad::base::{PluginInfoRequest, PluginType, SetConfigRequest};
+use nomad_conform_proto::nomad::base::{
+    ConfigSchemaRequest, PluginInfoRequest, PluginType, SetConfigRequest,
+};
+use nomad_conform_proto::nomad::drivers::fingerprint_response::HealthState;
 use nomad_conform_proto::nomad::drivers::{
-    CapabilitiesRequest, ExecTaskRequest, FingerprintRequest, InitRequest, InspectTaskRequest,
-    RecoverTaskRequest, ShutdownRequest, StopTaskRequest, WaitTaskRequest,
+    CapabilitiesRequest, DestroyTaskRequest, ExecTaskRequest, FingerprintRequest, InitRequest,
+    InspectTaskRequest, RecoverTaskRequest, ShutdownRequest, SignalTaskRequest, StopTaskRequest,
+    TaskState, WaitTaskRequest,
 };
 use rmpv::Value;
 use support::*;
@@ -216,20 +220,6 @@ async fn recover_loses_exit_code_reports_zero_for_a_task_that_exited_meanwhile()
 }
 
 #[tokio::test]
-async fn no_recoverable_detail_drops_the_detail() {
-    let mut setup = Setup::new(&["--fault", "no-recoverable-detail"]).await;
-    let config = cty_config(&[("args", Value::Nil), ("command", Value::Nil)]);
-    let task = setup.scratch.task_with_config("bad", config);
-    let status = setup
-        .driver()
-        .start_task(task.start_request())
-        .await
-        .expect_err("no command");
-    assert_eq!(status.code(), Code::FailedPrecondition);
-    assert!(status.details().is_empty());
-}
-
-#[tokio::test]
 async fn crashes_on_empty_args_kills_the_plugin() {
     let mut setup = Setup::new(&["--fault", "crashes-on-empty-args"]).await;
     let config = cty_config(&[
@@ -243,7 +233,7 @@ async fn crashes_on_empty_args_kills_the_plugin() {
         .await
         .expect_err("the plugin died");
     let status = setup.plugin.wait_exit(5).expect("the plugin exited");
-    assert!(!status.success());
+    assert_eq!(status.code(), Some(2), "a Go panic exits with status 2");
     // The exit can be seen before the reader thread has taken the last lines.
     let stderr = setup.plugin.stderr_to_end(5);
     assert!(
@@ -389,7 +379,7 @@ async fn destroy_leaves_children_running() {
     let pid = pid.and_then(|(_, v)| v.as_i64()).unwrap() as i32;
     setup
         .driver()
-        .destroy_task(nomad_conform_proto::nomad::drivers::DestroyTaskRequest {
+        .destroy_task(DestroyTaskRequest {
             task_id: task.id(),
             force: true,
         })
@@ -420,7 +410,8 @@ async fn stop_kills_all_stops_the_other_tasks_too() {
     )
     .await
     .expect("StopTask");
-    assert_eq!(setup.clients.wait(&two.id(), 2).await.signal, 15);
+    // An empty signal is SIGINT.
+    assert_eq!(setup.clients.wait(&two.id(), 2).await.signal, 2);
 }
 
 #[tokio::test]
@@ -629,4 +620,267 @@ async fn no_exec_variant_says_so_and_refuses_exec() {
         .expect_err("ExecTask");
     assert_eq!(status.code(), Code::Unimplemented);
     assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn no_config_schema_variant_has_no_spec_and_takes_only_empty_bytes() {
+    let mut setup = Setup::new(&["--variant", "no-config-schema"]).await;
+    let schema = setup
+        .clients
+        .base
+        .config_schema(ConfigSchemaRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(schema.spec, None);
+    for bytes in [vec![0x80], msgpack_map(&[("enabled", true.into())])] {
+        let refused = setup
+            .clients
+            .base
+            .set_config(SetConfigRequest {
+                msgpack_config: bytes,
+                ..Default::default()
+            })
+            .await
+            .expect_err("config bytes");
+        assert!(
+            refused
+                .message()
+                .contains("this driver takes no configuration"),
+            "{}",
+            refused.message()
+        );
+    }
+    setup
+        .clients
+        .base
+        .set_config(SetConfigRequest::default())
+        .await
+        .expect("SetConfig without bytes");
+    // The defaults: healthy, and tasks run.
+    let mut prints = setup
+        .driver()
+        .fingerprint(FingerprintRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let print = prints.message().await.unwrap().unwrap();
+    assert_eq!(print.health, HealthState::Healthy as i32);
+    let task = setup.scratch.task("t", &["/bin/sh", "-c", "exit 4"]);
+    setup.clients.start(&task).await;
+    assert_eq!(setup.clients.wait(&task.id(), 10).await.exit_code, 4);
+}
+
+#[tokio::test]
+async fn empty_health_description_variant_is_healthy_without_words() {
+    let mut setup = Setup::new(&["--variant", "empty-health-description"]).await;
+    let mut prints = setup
+        .driver()
+        .fingerprint(FingerprintRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let print = prints.message().await.unwrap().unwrap();
+    assert_eq!(print.health, HealthState::Healthy as i32);
+    assert_eq!(print.health_description, "");
+    assert!(!print.attributes.is_empty());
+}
+
+#[tokio::test]
+async fn handle_state_unset_variant_leaves_the_handle_state_unknown() {
+    let mut setup = Setup::new(&["--variant", "handle-state-unset"]).await;
+    let task = setup.scratch.task("t", &["/bin/sh", "-c", "exit 3"]);
+    let handle = setup.clients.start(&task).await;
+    assert_eq!(handle.state, TaskState::Unknown as i32);
+    assert_eq!(handle.config.unwrap().id, task.id());
+    assert_eq!(setup.clients.wait(&task.id(), 10).await.exit_code, 3);
+}
+
+#[tokio::test]
+async fn plain_start_errors_variant_drops_the_detail() {
+    let mut setup = Setup::new(&["--variant", "plain-start-errors"]).await;
+    let config = cty_config(&[("args", Value::Nil), ("command", Value::Nil)]);
+    let task = setup.scratch.task_with_config("bad", config);
+    let status = setup
+        .driver()
+        .start_task(task.start_request())
+        .await
+        .expect_err("no command");
+    assert_eq!(status.code(), Code::Unknown);
+    assert!(status.message().contains("command"), "{}", status.message());
+    assert!(status.details().is_empty());
+}
+
+#[tokio::test]
+async fn wait_poll_variant_answers_within_the_poll_period() {
+    let mut setup = Setup::new(&["--variant", "wait-poll"]).await;
+    let task = setup
+        .scratch
+        .task("t", &["/bin/sh", "-c", "sleep 0.2; exit 6"]);
+    setup.clients.start(&task).await;
+    let started = Instant::now();
+    assert_eq!(setup.clients.wait(&task.id(), 5).await.exit_code, 6);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_millis(3500),
+        "a WaitTask made while the task ran returned after {took:?}"
+    );
+    let started = Instant::now();
+    assert_eq!(setup.clients.wait(&task.id(), 5).await.exit_code, 6);
+    assert!(started.elapsed() < Duration::from_millis(500));
+}
+
+#[tokio::test]
+async fn no_send_signals_variant_refuses_signals_and_stops_with_sigkill() {
+    let mut setup = Setup::new(&["--variant", "no-send-signals"]).await;
+    let capabilities = setup
+        .driver()
+        .capabilities(CapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .capabilities
+        .unwrap();
+    assert!(!capabilities.send_signals);
+    let task = setup.scratch.task(
+        "stubborn",
+        &["/bin/sh", "-c", "trap '' TERM INT; echo ready; sleep 30"],
+    );
+    setup.clients.start(&task).await;
+    assert_eq!(task.stdout.line(10), "ready\n");
+    let status = setup
+        .driver()
+        .signal_task(SignalTaskRequest {
+            task_id: task.id(),
+            signal: "SIGHUP".into(),
+        })
+        .await
+        .expect_err("SignalTask");
+    assert!(
+        matches!(status.code(), Code::FailedPrecondition | Code::Unknown),
+        "{status:?}"
+    );
+    assert!(
+        status.message().contains("cannot send signals"),
+        "{status:?}"
+    );
+    let started = Instant::now();
+    within(
+        5,
+        "StopTask",
+        setup.driver().stop_task(StopTaskRequest {
+            task_id: task.id(),
+            timeout: Some(duration(10.0)),
+            signal: "SIGTERM".into(),
+        }),
+    )
+    .await
+    .expect("StopTask");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let result = setup.clients.wait(&task.id(), 5).await;
+    assert_eq!((result.signal, result.exit_code), (9, 137));
+}
+
+#[tokio::test]
+async fn invisible_tasks_variant_hides_the_env_from_proc_but_not_from_the_script() {
+    let scratch = Scratch::new();
+    let args = ["--variant", "invisible-tasks"];
+    let mut first = PluginProcess::launch(&scratch, &args);
+    let mut clients = first.connect().await;
+    let script = "echo \"[$NOMAD_TASK_NAME] [$DRIVER_EXEC_TEST]\"; \
+                  /bin/sh -c 'echo \"[${NOMAD_TASK_NAME-unset}]\"'; \
+                  echo \"[$0 $1]\"; echo ready; sleep 30";
+    let task = scratch.task("t", &["/bin/sh", "-c", script, "zero", "one"]);
+    let handle = clients.start(&task).await;
+    assert_eq!(
+        task.stdout.line(10),
+        format!("[t] [{}]\n", scratch.marker())
+    );
+    assert_eq!(
+        task.stdout.line(5),
+        "[unset]\n",
+        "a child inherited the env"
+    );
+    assert_eq!(task.stdout.line(5), "[zero one]\n");
+    assert_eq!(task.stdout.line(5), "ready\n");
+
+    assert_eq!(
+        processes_with_env(MARKER_VAR, &scratch.marker()),
+        Vec::<i32>::new(),
+        "a process carries the task's env"
+    );
+    let status = clients
+        .driver
+        .inspect_task(InspectTaskRequest { task_id: task.id() })
+        .await
+        .unwrap()
+        .into_inner();
+    let supervisor: i32 = status.driver.unwrap().attributes["supervisor_pid"]
+        .parse()
+        .unwrap();
+    for pid in [task_pid(&handle), supervisor] {
+        let env = environ(pid);
+        assert!(
+            env.len() == 1 && env[0].starts_with("PATH="),
+            "pid {pid}: {env:?}"
+        );
+    }
+    let env_files: Vec<_> = std::fs::read_dir(scratch.state_dir())
+        .unwrap()
+        .flatten()
+        .map(|dir| dir.path().join("task-env.sh"))
+        .filter(|file| file.exists())
+        .collect();
+    assert_eq!(env_files.len(), 1);
+    let mode = std::fs::metadata(&env_files[0]).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+
+    // A restarted plugin recovers the task, and stops and destroys it as usual.
+    first.kill_group();
+    let second = PluginProcess::launch(&scratch, &args);
+    let mut clients = second.connect().await;
+    clients
+        .driver
+        .recover_task(RecoverTaskRequest {
+            task_id: String::new(),
+            handle: Some(handle),
+        })
+        .await
+        .expect("RecoverTask");
+    within(
+        10,
+        "StopTask",
+        clients.driver.stop_task(StopTaskRequest {
+            task_id: task.id(),
+            timeout: Some(duration(5.0)),
+            signal: "SIGTERM".into(),
+        }),
+    )
+    .await
+    .expect("StopTask");
+    assert_eq!(clients.wait(&task.id(), 5).await.signal, 15);
+    clients
+        .driver
+        .destroy_task(DestroyTaskRequest {
+            task_id: task.id(),
+            force: true,
+        })
+        .await
+        .expect("DestroyTask");
+    assert!(!env_files[0].exists(), "the env file outlived the task");
+
+    // Other commands run with PATH only; exit codes come through.
+    let task = scratch.task("env", &["env"]);
+    clients.start(&task).await;
+    let output = task.stdout.all(10);
+    assert!(
+        output.lines().count() == 1 && output.starts_with("PATH="),
+        "{output:?}"
+    );
+    let task = scratch.task("code", &["/bin/sh", "-c", "exit 7"]);
+    clients.start(&task).await;
+    assert_eq!(clients.wait(&task.id(), 10).await.exit_code, 7);
 }

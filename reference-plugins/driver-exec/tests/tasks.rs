@@ -218,6 +218,27 @@ async fn stop_delivers_the_requested_signal() {
 }
 
 #[tokio::test]
+async fn stop_without_a_signal_sends_sigint() {
+    // Nomad sends "" for a job without kill_signal; its executor then uses SIGINT.
+    let mut setup = Setup::new(&[]).await;
+    let task = setup.scratch.task("sleeper", &["sleep", "30"]);
+    setup.clients.start(&task).await;
+    within(
+        10,
+        "StopTask",
+        setup.driver().stop_task(StopTaskRequest {
+            task_id: task.id(),
+            timeout: Some(duration(5.0)),
+            signal: String::new(),
+        }),
+    )
+    .await
+    .expect("StopTask");
+    let result = setup.clients.wait(&task.id(), 5).await;
+    assert_eq!((result.signal, result.exit_code), (2, 130));
+}
+
+#[tokio::test]
 async fn destroy_refuses_a_running_task_without_force_and_kills_the_session_with_it() {
     let mut setup = Setup::new(&[]).await;
     // A background child in the task's group, and a perl process that left the group but

@@ -48,6 +48,44 @@ pub enum PluginConfigSource {
 }
 
 impl PluginConfigSource {
+    /// No configuration at all: no file, or one with nothing but blanks (and, in HCL,
+    /// comments).
+    pub fn is_empty(&self) -> bool {
+        match self {
+            PluginConfigSource::Hcl(t) => t
+                .lines()
+                .map(str::trim)
+                .all(|l| l.is_empty() || l.starts_with('#') || l.starts_with("//")),
+            PluginConfigSource::Json(t) => t.trim().is_empty(),
+        }
+    }
+
+    /// The configuration encoded as Nomad sends it to the long-lived instance: against the
+    /// plugin's ConfigSchema; or, when the plugin declared none (`nil`), no bytes at all, and
+    /// any configuration refused as Nomad refuses it ("configuration not allowed but config
+    /// passed", helper/pluginutils/loader/init.go).
+    pub fn encode(
+        &self,
+        schema: &Result<SpecTree, String>,
+        nil: bool,
+    ) -> Result<EncodedConfig, String> {
+        let spec = schema.as_ref().map_err(|e| e.clone())?;
+        if nil {
+            if !self.is_empty() {
+                return Err(
+                    "the plugin declares no ConfigSchema, and Nomad refuses any configuration for it (\"configuration not allowed but config passed\")"
+                        .into(),
+                );
+            }
+            return Ok(EncodedConfig {
+                cty: Vec::new(),
+                plain: Vec::new(),
+                hcl: String::new(),
+            });
+        }
+        Ok(EncodedConfig::of(spec, &self.decode(spec)?))
+    }
+
     /// Decode against the plugin's ConfigSchema.
     pub fn decode(&self, spec: &SpecTree) -> Result<Value, String> {
         match self {
@@ -177,6 +215,7 @@ pub async fn run(common: &SuiteOptions, opts: &DriverOptions) -> Result<RunRecor
     launch.start_timeout = profile.driver.start_timeout;
     let timings = HostTimings {
         rpc: profile.driver.rpc_deadline,
+        task_call: profile.driver.task_call_deadline,
         driver_shutdown: profile.driver.shutdown_timeout,
         kill_grace: profile.driver.shutdown_timeout,
         ..HostTimings::default()
@@ -195,22 +234,27 @@ pub async fn run(common: &SuiteOptions, opts: &DriverOptions) -> Result<RunRecor
         .extra_env
         .push(("TMPDIR".into(), sockets.display().to_string()));
 
-    let probe = probe::probe(&launch, &timings, &config_source).await;
-    let config = probe
-        .config_schema
-        .as_ref()
-        .map_err(|e| e.clone())
-        .and_then(|spec| Ok(EncodedConfig::of(spec, &config_source.decode(spec)?)));
-    let empty_config = probe
-        .config_schema
-        .as_ref()
-        .map_err(|e| e.clone())
-        .and_then(|spec| {
-            Ok(EncodedConfig::of(
-                spec,
-                &PluginConfigSource::Hcl(String::new()).decode(spec)?,
-            ))
-        });
+    let probe = probe::probe(
+        &launch,
+        &timings,
+        &config_source,
+        &probe::ProbeSetup {
+            scratch: &scratch_base,
+            run_id: &run_id,
+            shapes: &shapes,
+            fingerprint_deadline: profile.driver.fingerprint_deadline,
+        },
+    )
+    .await;
+    if probe.config_schema_nil && !config_source.is_empty() {
+        return Err(HarnessError::Usage(format!(
+            "--plugin-config: {} declares no ConfigSchema, and Nomad refuses any configuration for such a plugin (\"configuration not allowed but config passed\"); leave --plugin-config out",
+            plugin.display()
+        )));
+    }
+    let config = config_source.encode(&probe.config_schema, probe.config_schema_nil);
+    let empty_config = PluginConfigSource::Hcl(String::new())
+        .encode(&probe.config_schema, probe.config_schema_nil);
     let available: Vec<String> = shapes
         .names(&tasks::Placeholders::default())
         .unwrap_or_default();
@@ -262,6 +306,15 @@ pub async fn run(common: &SuiteOptions, opts: &DriverOptions) -> Result<RunRecor
         eprintln!("warning: a task process of this run was still running at its end: {p} (killed)");
     }
     crate::process::kill_all_live_groups();
+    for p in crate::process::processes_in(&scratch_base) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        eprintln!(
+            "warning: a process was still running in this run's directory at its end: {p} (killed)"
+        );
+    }
     let cleanup = crate::ledger::remove_scratch(&scratch_base);
     for leak in &cleanup.leaked {
         eprintln!("warning: {leak}");

@@ -1,18 +1,25 @@
 //! The one load before the run, as Nomad loads a driver: the fingerprint launch (PluginInfo,
 //! ConfigSchema), then a long-lived instance with the user's configuration for what every
-//! task start asks (TaskConfigSchema, Capabilities), shut down as Nomad shuts plugins down.
-//! What it learns decides skips (exec, signals, task shapes) and how configurations are
-//! encoded; what fails is left to the clauses that judge it.
+//! task start asks (TaskConfigSchema, Capabilities), the first fingerprint (is the driver
+//! healthy on this node?) and one `long` task (can the harness see the driver's task processes
+//! in /proc?), shut down as Nomad shuts plugins down. What it learns decides skips (exec,
+//! signals, task shapes), how configurations are encoded, and whether clauses judge task
+//! processes directly or only through the driver's answers; what fails is left to the clauses
+//! that judge it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
 
 use nomad_conform_hclspec::SpecTree;
 
+use super::PluginConfigSource;
+use super::tasks::Placeholders;
 use super::tasks::{SHAPES, Shapes};
-use super::{EncodedConfig, PluginConfigSource};
 use crate::clauses::{CaseKey, ClauseSet};
+use crate::plugins::driver::taskconfig::{self, Placement};
 use crate::plugins::driver::{
-    DRIVER_API_VERSION, HostTimings, LaunchSpec, base, drivers, fingerprint_launch,
+    Client, DRIVER_API_VERSION, HostTimings, LaunchSpec, base, drivers, fingerprint_launch,
     instance_launch, negotiate_api_version, nomad_config, shutdown_like_nomad,
 };
 use crate::run::Selection;
@@ -28,8 +35,36 @@ pub struct DriverProbe {
     /// The plugin's TaskConfigSchema, converted as Nomad converts it.
     pub task_schema: Result<SpecTree, String>,
     pub caps: Option<drivers::DriverCapabilities>,
+    /// The first message of the instance's Fingerprint stream (None: none came in time).
+    pub fingerprint: Option<drivers::FingerprintResponse>,
+    /// The probe task: None when the run has no `long` shape or no instance came up.
+    pub task: Option<ProbeTask>,
+    /// The first launch got no handshake line within the start timeout (the error): every
+    /// other launch would wait as long for nothing, so the clauses are judged on this one.
+    pub launch_timed_out: Option<String>,
+    /// ConfigSchema answered without a spec: Nomad skips the validation launch and sends the
+    /// long-lived instance empty msgpack_config bytes (helper/pluginutils/loader/init.go).
+    pub config_schema_nil: bool,
     /// What failed, for skip reasons and the report.
     pub failures: Vec<String>,
+}
+
+/// What the probe's `long` task showed.
+#[derive(Clone, Debug)]
+pub struct ProbeTask {
+    /// StartTask's outcome (`OK`, or the error).
+    pub outcome: String,
+    pub started: bool,
+    /// Whether a process carrying the task's marker showed up in /proc within 2 s.
+    pub visible: bool,
+}
+
+/// The health of a fingerprint as Nomad's scheduler reads it (`UNDETECTED`, `UNHEALTHY`,
+/// `HEALTHY`, or the number).
+pub fn health_name(health: i32) -> String {
+    drivers::fingerprint_response::HealthState::try_from(health)
+        .map(|h| h.as_str_name().to_string())
+        .unwrap_or_else(|_| health.to_string())
 }
 
 impl DriverProbe {
@@ -76,10 +111,47 @@ impl DriverProbe {
             "task_shapes".into(),
             format!("{} (from {source})", available.join(", ")),
         );
+        if let Some(f) = &self.fingerprint {
+            d.insert(
+                "health".into(),
+                format!("{} ({:?})", health_name(f.health), f.health_description),
+            );
+        }
+        if let Some(t) = &self.task {
+            d.insert(
+                "task_processes".into(),
+                if t.visible {
+                    "seen in /proc (carrying the task's environment)".into()
+                } else if t.started {
+                    "not seen in /proc: judged through the driver's answers".into()
+                } else {
+                    format!("the probe task did not start: {}", t.outcome)
+                },
+            );
+        }
         if !self.failures.is_empty() {
             d.insert("probe_failures".into(), self.failures.join("; "));
         }
         d
+    }
+
+    /// Whether the driver's task processes can be found in /proc by the environment the
+    /// harness gave them (true when the probe could not tell).
+    pub fn tasks_visible(&self) -> bool {
+        self.task.as_ref().is_none_or(|t| t.visible || !t.started)
+    }
+
+    /// Why Nomad would place no task on this driver here: its first fingerprint is not HEALTHY.
+    pub fn unhealthy(&self) -> Option<String> {
+        let f = self.fingerprint.as_ref()?;
+        if f.health == drivers::fingerprint_response::HealthState::Healthy as i32 {
+            return None;
+        }
+        Some(format!(
+            "the driver fingerprints {} on this node ({:?}): Nomad places no task on a driver that is not detected and healthy (scheduler DriverChecker), so no task can be judged here",
+            health_name(f.health),
+            f.health_description
+        ))
     }
 }
 
@@ -91,11 +163,20 @@ fn schema(spec: Option<&nomad_conform_proto::nomad::hclspec::Spec>) -> Result<Sp
     }
 }
 
+/// Where the probe task is made, and what it runs.
+pub struct ProbeSetup<'a> {
+    pub scratch: &'a Path,
+    pub run_id: &'a str,
+    pub shapes: &'a Shapes,
+    pub fingerprint_deadline: std::time::Duration,
+}
+
 /// Load the plugin once, as Nomad does, and learn what the run needs.
 pub async fn probe(
     launch: &LaunchSpec,
     timings: &HostTimings,
     config: &PluginConfigSource,
+    setup: &ProbeSetup<'_>,
 ) -> DriverProbe {
     let mut p = DriverProbe {
         info: None,
@@ -103,10 +184,24 @@ pub async fn probe(
         config_schema: Err("the plugin's fingerprint launch failed".into()),
         task_schema: Err("no long-lived instance of the plugin could be started".into()),
         caps: None,
+        fingerprint: None,
+        task: None,
+        launch_timed_out: None,
+        config_schema_nil: false,
         failures: Vec::new(),
     };
     match fingerprint_launch(launch, timings).await {
-        Err(e) => p.failures.push(format!("fingerprint launch: {e}")),
+        Err(e) => {
+            if matches!(
+                e,
+                crate::plugins::driver::LoadError::Launch(
+                    crate::plugins::driver::LaunchError::NoHandshake { .. }
+                )
+            ) {
+                p.launch_timed_out = Some(e.to_string());
+            }
+            p.failures.push(format!("fingerprint launch: {e}"));
+        }
         Ok(f) => {
             p.info = f.info.clone();
             if let Some(info) = &f.info
@@ -115,7 +210,10 @@ pub async fn probe(
                 p.api_version = api;
             }
             match (&f.config_schema, &f.schema) {
-                (Some(_), Some(resp)) => p.config_schema = schema(resp.spec.as_ref()),
+                (Some(_), Some(resp)) => {
+                    p.config_schema_nil = resp.spec.is_none();
+                    p.config_schema = schema(resp.spec.as_ref());
+                }
                 (Some(rpc), None) => {
                     p.failures.push(format!("ConfigSchema: {}", rpc.outcome()));
                     p.config_schema = Err(format!("ConfigSchema failed: {}", rpc.outcome()));
@@ -126,11 +224,7 @@ pub async fn probe(
             }
         }
     }
-    let encoded = p
-        .config_schema
-        .as_ref()
-        .map_err(|e| e.clone())
-        .and_then(|spec| Ok(EncodedConfig::of(spec, &config.decode(spec)?)));
+    let encoded = config.encode(&p.config_schema, p.config_schema_nil);
     let cty = match &encoded {
         Ok(e) => e.cty.clone(),
         Err(e) => {
@@ -152,10 +246,79 @@ pub async fn probe(
             if p.caps.is_none() {
                 p.failures.push(format!("Capabilities: {}", rpc.outcome()));
             }
+            let stream = inst.client.fingerprint(setup.fingerprint_deadline, 4).await;
+            stream.wait_first(setup.fingerprint_deadline).await;
+            p.fingerprint = stream.messages().into_iter().next().map(|m| m.message);
+            stream.stop();
+            if p.unhealthy().is_none()
+                && let Ok(spec) = &p.task_schema
+            {
+                p.task = probe_task(&inst.client, spec, setup, timings).await;
+            }
             shutdown_like_nomad(&inst.client, &inst.process, timings).await;
         }
     }
     p
+}
+
+/// Start one `long` task as the client would, see whether its processes carry the environment
+/// the harness gave them, then stop and destroy it (and kill whatever is left of it).
+async fn probe_task(
+    client: &Client,
+    spec: &SpecTree,
+    setup: &ProbeSetup<'_>,
+    timings: &HostTimings,
+) -> Option<ProbeTask> {
+    let (value, _) = setup
+        .shapes
+        .render("long", &Placeholders::default(), spec)
+        .ok()??;
+    let alloc_id = uuid::Uuid::new_v4().to_string();
+    let placement = Placement {
+        alloc_id: alloc_id.clone(),
+        job_id: "nomad-conform".into(),
+        job_name: "nomad-conform".into(),
+        group: "group".into(),
+        task: "probe".into(),
+        namespace: "default".into(),
+        node_id: uuid::Uuid::new_v4().to_string(),
+        node_name: "nomad-conform-node".into(),
+    };
+    let id = taskconfig::task_id(&alloc_id, "probe", &mut rand::rng());
+    let marker = format!("{}/probe", setup.run_id);
+    let prepared = taskconfig::prepare(
+        &setup.scratch.join("probe"),
+        &placement,
+        &id,
+        &marker,
+        nomad_conform_hclspec::encode_cty(&value),
+        true,
+    )
+    .ok()?;
+    let (rpc, _) = client.start_task(prepared.config, timings.rpc).await;
+    let mut visible = false;
+    if rpc.ok() {
+        for _ in 0..40 {
+            if !taskconfig::marked_processes(&marker).is_empty() {
+                visible = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let stop = drivers::StopTaskRequest {
+            task_id: id.clone(),
+            timeout: prost_types::Duration::try_from(Duration::from_secs(1)).ok(),
+            signal: String::new(),
+        };
+        let _ = client.stop_task(stop, timings.rpc).await;
+        let _ = client.destroy_task(&id, true, timings.rpc).await;
+    }
+    taskconfig::kill_marked(&marker).await;
+    Some(ProbeTask {
+        outcome: rpc.outcome(),
+        started: rpc.ok(),
+        visible,
+    })
 }
 
 /// Clauses the run cannot judge, with the reason: a capability the driver does not offer, or a

@@ -4,8 +4,11 @@
 //!    `ConfigSchema`, then go-plugin's kill. Nomad stops after `PluginInfo` when the type is
 //!    neither DRIVER nor DEVICE, the `plugin_version` does not parse, or the API versions are
 //!    malformed or do not include v0.1.0 ([`assess_plugin_info`]).
-//! 2. [`validation_launch`]: another process; `SetConfig{msgpack_config, nomad_config unset,
-//!    plugin_api_version}`, then kill.
+//! 2. [`validation_launch`], only when ConfigSchema returned a spec: another process;
+//!    `SetConfig{msgpack_config, nomad_config unset, plugin_api_version}` twice (once inside the
+//!    loader's Dispense, once explicitly: helper/pluginutils/loader/init.go,
+//!    validatePluginConfig), no `Init`, then kill. Without a spec Nomad makes no such launch
+//!    and sends the instance empty msgpack_config bytes.
 //! 3. [`instance_launch`]: the long-lived instance; `SetConfig` with
 //!    `nomad_config.driver = {ClientMaxPort 14512, ClientMinPort 14000}` ([`nomad_config`]), then
 //!    `Driver/Init` (UNIMPLEMENTED accepted). Any other failure makes Nomad kill the plugin.
@@ -35,6 +38,9 @@ pub struct HostTimings {
     pub connect: Duration,
     /// Each unary RPC (Nomad sets none for most: this is how long the harness waits).
     pub rpc: Duration,
+    /// StartTask, RecoverTask, StopTask (beyond its own timeout) and DestroyTask: Nomad sets no
+    /// deadline on them, so the harness is patient (the profile's task_call_deadline).
+    pub task_call: Duration,
     /// `Driver/Shutdown`'s context (Nomad: 2 s).
     pub driver_shutdown: Duration,
     /// go-plugin's wait for the process after closing the client (2 s).
@@ -46,6 +52,7 @@ impl Default for HostTimings {
         HostTimings {
             connect: Duration::from_secs(10),
             rpc: Duration::from_secs(30),
+            task_call: Duration::from_secs(300),
             driver_shutdown: DRIVER_SHUTDOWN_TIMEOUT,
             kill_grace: KILL_GRACE,
         }
@@ -233,11 +240,13 @@ pub async fn fingerprint_launch(
 pub struct ValidationLaunch {
     pub process: PluginProcess,
     pub connection: ConnectionFacts,
-    pub set_config: DriverRpc,
+    /// Both SetConfig calls, in order (the second only when the first succeeded: the loader's
+    /// Dispense fails otherwise).
+    pub set_configs: Vec<DriverRpc>,
     pub kill: KillReport,
 }
 
-/// `SetConfig{msgpack_config, nomad_config unset, plugin_api_version: api_version}`.
+/// `SetConfig{msgpack_config, nomad_config unset, plugin_api_version: api_version}`, twice.
 pub async fn validation_launch(
     spec: &LaunchSpec,
     msgpack_config: Vec<u8>,
@@ -250,12 +259,20 @@ pub async fn validation_launch(
         nomad_config: None,
         plugin_api_version: api_version.to_owned(),
     };
-    let (set_config, _) = client.set_config(req, timings.rpc).await;
+    let mut set_configs = Vec::new();
+    for _ in 0..2 {
+        let (rpc, _) = client.set_config(req.clone(), timings.rpc).await;
+        let ok = rpc.ok();
+        set_configs.push(rpc);
+        if !ok {
+            break;
+        }
+    }
     let kill = kill_like_go_plugin(&client, &process, timings.rpc, timings.kill_grace).await;
     Ok(ValidationLaunch {
         connection: client.facts().clone(),
         process,
-        set_config,
+        set_configs,
         kill,
     })
 }

@@ -237,6 +237,45 @@ pub fn task_config(
     }
 }
 
+/// A task made ready for StartTask as the client makes it: its allocation directory, its log
+/// FIFOs (being read), its environment and the TaskConfig.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub id: String,
+    pub dir: AllocDir,
+    pub fifos: LogFifos,
+    pub config: pb::TaskConfig,
+}
+
+/// Build what the client builds before StartTask for `placement` under `base`: `id` is the
+/// task ID ([`task_id`]), `marker` the value of [`MARKER_VAR`], `msgpack` the encoded task
+/// configuration. With `search_path = false` the task gets no PATH (generated configurations
+/// may name any command).
+pub fn prepare(
+    base: &Path,
+    placement: &Placement,
+    id: &str,
+    marker: &str,
+    msgpack: Vec<u8>,
+    search_path: bool,
+) -> Result<Prepared, String> {
+    let dir = AllocDir::build(base, &placement.alloc_id, &placement.task)
+        .map_err(|e| format!("failed to build the alloc dir: {e}"))?;
+    let fifos = LogFifos::create(&dir.logs_dir(), &placement.task, 64 * 1024)
+        .map_err(|e| format!("failed to make the log FIFOs: {e}"))?;
+    let mut env = task_env(placement, &dir, marker);
+    if !search_path {
+        env.remove("PATH");
+    }
+    let config = task_config(id, placement, &dir, &fifos, env, msgpack);
+    Ok(Prepared {
+        id: id.to_string(),
+        dir,
+        fifos,
+        config,
+    })
+}
+
 /// Live processes whose environment carries `NOMAD_CONFORM_TASK=<marker>` (the task's, or
 /// every task of a run when `marker` is a run prefix followed by `/`).
 pub fn marked_processes(marker: &str) -> Vec<ProcInfo> {

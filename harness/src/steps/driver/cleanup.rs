@@ -1,7 +1,12 @@
 //! What a driver clause leaves when it ends: every task it started is destroyed with force on
-//! the plugin instance still running (as Nomad does after a task exits), every instance is shut
-//! down as Nomad shuts plugins down, and any process still carrying a task's marker is killed.
-//! A task process left after a DestroyTask(force) that succeeded is a leak of the plugin's.
+//! the plugin instance still running (as Nomad does after a task exits, with Nomad's patience:
+//! no deadline but the profile's task_call_deadline), every instance is shut down as Nomad
+//! shuts plugins down, and any process still carrying a task's marker is killed.
+//!
+//! Leaks are judged two ways, because containers and VMs hide their processes: a task process
+//! left in /proc after a DestroyTask(force) that succeeded, and a task the driver itself still
+//! reports running afterwards (InspectTask says RUNNING, or WaitTask does not come back while
+//! the driver does not call the task unknown), or a DestroyTask that never answered.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,13 +50,21 @@ impl Instances {
         self.lock().tasks.push((id.to_string(), marker.to_string()));
     }
 
-    /// The ledger entry that undoes all of it.
-    pub fn cleanup(&self, timings: HostTimings, rpc: Duration, case: CaseHandle) -> Cleanup {
+    /// The ledger entry that undoes all of it; `alloc_dirs` is where the clause builds its
+    /// tasks' allocation directories.
+    pub fn cleanup(
+        &self,
+        timings: HostTimings,
+        rpc: Duration,
+        case: CaseHandle,
+        alloc_dirs: std::path::PathBuf,
+    ) -> Cleanup {
         Cleanup {
             instances: self.clone(),
             timings,
             rpc,
             case,
+            alloc_dirs,
         }
     }
 }
@@ -62,6 +75,66 @@ pub struct Cleanup {
     timings: HostTimings,
     rpc: Duration,
     case: CaseHandle,
+    alloc_dirs: std::path::PathBuf,
+}
+
+/// How long a WaitTask of a destroyed task may take to come back before the harness takes it
+/// for a task the driver still runs.
+const WAIT_AFTER_DESTROY: Duration = Duration::from_secs(2);
+
+impl Cleanup {
+    fn push_event(&self, rpc: &crate::plugins::driver::DriverRpc) {
+        crate::recorder::lock(&self.case)
+            .events
+            .push(rpc.event(0, None));
+    }
+
+    /// What the driver says of task `id` after it was destroyed, when it says the task still
+    /// runs: InspectTask answers RUNNING, or WaitTask does not come back while InspectTask does
+    /// not call the task unknown.
+    async fn still_running(&self, inst: &Instance, id: &str) -> Option<String> {
+        use crate::plugins::driver::drivers::TaskState;
+        let (inspect, _) = inst.client.inspect_task(id, self.rpc).await;
+        let (wait, _) = inst.client.wait_task(id, WAIT_AFTER_DESTROY).await;
+        let running = inspect.ok()
+            && inspect
+                .response
+                .as_ref()
+                .and_then(|r| r.pointer("/task/state"))
+                .and_then(|s| s.as_i64())
+                == Some(TaskState::Running as i64);
+        let unknown = super::lifecycle::task_not_found(&inspect);
+        let verdict = if running {
+            Some(format!(
+                "InspectTask says RUNNING; WaitTask {}",
+                wait_text(&wait)
+            ))
+        } else if wait.timed_out && !unknown {
+            Some(format!(
+                "WaitTask did not come back within {} and InspectTask answered {}",
+                crate::fmt_duration(WAIT_AFTER_DESTROY),
+                inspect.outcome()
+            ))
+        } else {
+            None
+        };
+        if verdict.is_some() {
+            self.push_event(&inspect);
+            self.push_event(&wait);
+        }
+        verdict
+    }
+}
+
+fn wait_text(wait: &crate::plugins::driver::DriverRpc) -> String {
+    if wait.timed_out {
+        format!(
+            "did not come back within {}",
+            crate::fmt_duration(WAIT_AFTER_DESTROY)
+        )
+    } else {
+        format!("answered {}", wait.outcome())
+    }
 }
 
 impl Resource for Cleanup {
@@ -84,13 +157,33 @@ impl Resource for Cleanup {
             let mut destroyed = Vec::new();
             if let Some(inst) = &live {
                 for (id, marker) in &tasks {
-                    let (rpc, _) = inst.client.destroy_task(id, true, self.rpc).await;
+                    let (rpc, _) = inst
+                        .client
+                        .destroy_task(id, true, self.timings.task_call)
+                        .await;
+                    self.push_event(&rpc);
+                    if rpc.timed_out {
+                        out.leaked.push(format!(
+                            "task {id}: the cleanup's DestroyTask(force) did not answer within {} (Nomad's client would wait for it forever)",
+                            crate::fmt_duration(self.timings.task_call)
+                        ));
+                        continue;
+                    }
+                    if rpc.duration > self.rpc {
+                        out.notes.push(format!(
+                            "cleanup: DestroyTask(force) of task {id} took {}",
+                            crate::fmt_duration(rpc.duration)
+                        ));
+                    }
                     if rpc.ok() {
                         destroyed.push(marker.clone());
                     }
-                    crate::recorder::lock(&self.case)
-                        .events
-                        .push(rpc.event(0, None));
+                    if let Some(why) = self.still_running(inst, id).await {
+                        out.leaked.push(format!(
+                            "task {id}: after DestroyTask(force) ({}) the driver still runs it: {why}",
+                            rpc.outcome()
+                        ));
+                    }
                 }
             }
             // What DestroyTask(force) accepted must be gone (a moment for the kernel).
@@ -115,6 +208,26 @@ impl Resource for Cleanup {
                 }
                 inst.client.close();
                 inst.process.kill_now().await;
+            }
+            // Whatever still runs in the clause's allocation directories (a task whose
+            // environment the harness cannot read included) is ended too; after a
+            // DestroyTask(force) that succeeded it is the driver's leak.
+            let stray = crate::process::processes_in(&self.alloc_dirs);
+            for p in &stray {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p.pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            if !stray.is_empty() && !destroyed.is_empty() {
+                out.leaked.push(format!(
+                    "still running in the tasks' allocation directories after every plugin was shut down (the harness killed them): {}",
+                    stray
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
             }
             for (_, marker) in &tasks {
                 let killed = kill_marked(marker).await;

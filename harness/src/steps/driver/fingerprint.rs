@@ -76,22 +76,36 @@ async fn first_in_time(w: &mut DriverWorld) -> StepResult {
     }
 }
 
-#[then("the first fingerprint has a known health state and a description")]
+#[then("the first fingerprint has a known health state")]
 async fn health(w: &mut DriverWorld) -> StepResult {
     let f = first(w)?;
-    let known = drivers::fingerprint_response::HealthState::try_from(f.health).is_ok();
-    if known && !f.health_description.trim().is_empty() {
+    if drivers::fingerprint_response::HealthState::try_from(f.health).is_ok() {
         return Ok(());
     }
     let h = stream(w)?;
     Err(fail_on(
         w,
         &h,
-        "health UNDETECTED (0), UNHEALTHY (1) or HEALTHY (2), with a health_description",
+        "health UNDETECTED (0), UNHEALTHY (1) or HEALTHY (2)",
         &format!(
-            "health {} with description {:?}",
+            "health {} (description {:?})",
             f.health, f.health_description
         ),
+    ))
+}
+
+#[then("the first fingerprint has a health description")]
+async fn description(w: &mut DriverWorld) -> StepResult {
+    let f = first(w)?;
+    if !f.health_description.trim().is_empty() {
+        return Ok(());
+    }
+    let h = stream(w)?;
+    Err(fail_on(
+        w,
+        &h,
+        "a health_description saying why the driver is in its state (operators read it in the node's driver info)",
+        &format!("health {} with an empty description", f.health),
     ))
 }
 
@@ -130,7 +144,7 @@ async fn still_open(w: &mut DriverWorld) -> StepResult {
         w,
         &h,
         &format!(
-            "the Fingerprint stream stays open (watched for {}); Nomad marks the driver unhealthy and re-dispenses it when it ends",
+            "the Fingerprint stream stays open (watched for {}); when it ends, Nomad reopens it at once, in a busy loop",
             crate::fmt_duration(period)
         ),
         &format!("it ended: {end:?}"),
@@ -154,5 +168,67 @@ async fn second(w: &mut DriverWorld) -> StepResult {
             crate::fmt_duration(period)
         ),
         &format!("{} message(s); the stream: {:?}", h.received(), h.end()),
+    ))
+}
+
+#[when("the harness starts a long task on the driver it reports")]
+async fn starts_on_reported(w: &mut DriverWorld) -> StepResult {
+    let h = stream(w)?;
+    h.wait_first(w.driver_profile().fingerprint_deadline).await;
+    let f = first(w)?;
+    if f.health != drivers::fingerprint_response::HealthState::Healthy as i32 {
+        return Err(w.ctx().skip(format!(
+            "the driver fingerprints {} ({:?}): Nomad places no task on it, so whether it starts one is not its claim to keep",
+            crate::kinds::driver::probe::health_name(f.health),
+            f.health_description
+        )));
+    }
+    h.stop();
+    let started = w.start_task("long", 0).await;
+    w.notes = match started {
+        Ok(rpc) => {
+            w.last = vec![rpc];
+            Vec::new()
+        }
+        Err(e) => vec![e],
+    };
+    Ok(())
+}
+
+#[then("a driver that says it is healthy started the task, or refused it as worth retrying")]
+async fn healthy_started(w: &mut DriverWorld) -> StepResult {
+    let Some(refusal) = w.notes.first().cloned() else {
+        let rpc = w.last_call()?;
+        if rpc.ok() {
+            return Ok(());
+        }
+        // Not a plain refusal: a crash or a timeout, judged by DRIVER-START-HANDLE.
+        return Err(w.precondition(
+            "DRIVER-START-HANDLE",
+            "StartTask of the long task answers",
+            &rpc.summary(),
+            &[rpc],
+        ));
+    };
+    let Some(start) = w.last_start.clone() else {
+        return Err(refusal);
+    };
+    if start.recoverable() == Some(true) {
+        crate::recorder::lock(&w.ctx().case).notes.push(
+            "StartTask failed, marked recoverable: Nomad retries it, and a healthy claim may hold"
+                .into(),
+        );
+        return Ok(());
+    }
+    if start.ok() {
+        return Err(refusal);
+    }
+    Err(w.fail(
+        "a driver whose fingerprint says HEALTHY starts the long task, or refuses it as worth retrying (RecoverableError recoverable = true)",
+        &format!(
+            "the fingerprint said HEALTHY, and StartTask failed for good: {}",
+            start.outcome()
+        ),
+        &[&start],
     ))
 }

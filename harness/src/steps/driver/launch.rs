@@ -26,6 +26,16 @@ fn launched(w: &DriverWorld) -> Result<Arc<Instance>, String> {
 
 #[when("the harness launches the plugin as Nomad does")]
 async fn launches(w: &mut DriverWorld) -> StepResult {
+    // The probe's launch already waited the whole start timeout for nothing: that launch is
+    // the one judged, not another wait as long.
+    if let Some(e) = w.config().probe.launch_timed_out.clone() {
+        w.launched = Some(Err(LaunchFailureKind {
+            root: "DRIVER-LAUNCH-DEADLINE",
+            error: format!("{e}\n(the harness's first launch of the plugin, before the clauses)"),
+            unrecognized_line: None,
+        }));
+        return Ok(());
+    }
     let spec = w.spec().clone();
     match launch(&spec).await {
         Ok(process) => {
@@ -221,6 +231,7 @@ async fn in_time(w: &mut DriverWorld) -> StepResult {
 
 #[when("the harness launches the plugin without the magic cookie")]
 async fn launches_without_cookie(w: &mut DriverWorld) -> StepResult {
+    w.blocked_on_first_launch()?;
     let mut spec = w.spec().clone();
     spec.send_magic_cookie = false;
     match launch(&spec).await {

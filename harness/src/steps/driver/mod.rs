@@ -79,8 +79,13 @@ pub struct DriverWorld {
     fingerprint: Option<Arc<crate::plugins::driver::StreamHandle<drivers::FingerprintResponse>>>,
     events: Option<Arc<crate::plugins::driver::StreamHandle<drivers::DriverTaskEvent>>>,
     stats: Option<Arc<crate::plugins::driver::StreamHandle<drivers::TaskStatsResponse>>>,
+    /// Every stats message the clause collected, over the streams it opened.
+    stats_messages: Vec<drivers::TaskStatsResponse>,
     exec: Option<exec::ExecResult>,
-    stop_took: Option<std::time::Duration>,
+    /// When the latest StopTask was sent, and its timeout.
+    stop_sent: Option<(std::time::Instant, std::time::Duration)>,
+    /// The latest StartTask call, also when the step that made it failed.
+    last_start: Option<DriverRpc>,
     generated: Option<Result<u32, String>>,
 }
 
@@ -100,6 +105,7 @@ impl SuiteWorld for DriverWorld {
             ctx.run.config.timings,
             ctx.run.profile.driver.rpc_deadline,
             ctx.case.clone(),
+            ctx.scratch.join("a"),
         ));
         self.ctx = Some(ctx);
     }
@@ -138,6 +144,45 @@ pub fn violation_root(rule: &str) -> &'static str {
     }
 }
 
+/// A call whose connection broke under it (the plugin went away mid-call), not an answer.
+pub fn broken_connection(rpc: &DriverRpc) -> bool {
+    !rpc.ok()
+        && (rpc.code == tonic::Code::Unavailable
+            || (rpc.code == tonic::Code::Unknown && rpc.message.contains("transport error")))
+}
+
+/// A StartTask of a task shape the user gave that failed the way a node or a shape fails, not
+/// the way a broken plugin fails: an error status, in time, with the plugin still running,
+/// for a call the driver implements (say the runtime binary is missing on this node, or the
+/// shape names an image that does not exist). The task clauses cannot be judged then; they
+/// are blocked on DRIVER-HEALTHY-STARTS, which says whether the driver's health claimed
+/// otherwise. A crash, a timeout or UNIMPLEMENTED stays the plugin's failure.
+fn plain_start_failure(rpc: &DriverRpc, inst: &Instance, shape: &str) -> Option<String> {
+    use tonic::Code;
+    let user_shape = crate::kinds::driver::tasks::SHAPES.contains(&shape);
+    if rpc.ok()
+        || !user_shape
+        || rpc.timed_out
+        || broken_connection(rpc)
+        || !inst.process.is_alive()
+        || matches!(
+            rpc.code,
+            Code::Unimplemented | Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded
+        )
+    {
+        return None;
+    }
+    let recoverable = match rpc.recoverable() {
+        Some(true) => " (marked recoverable: Nomad would retry it)",
+        Some(false) => " (marked not recoverable)",
+        None => "",
+    };
+    Some(format!(
+        "StartTask {}{recoverable}: the driver refused the {shape} task as the run gave it, which is the node's or the task shape's doing (fix the shape with --tasks, or run where the driver's runtime is), not a broken protocol",
+        rpc.outcome()
+    ))
+}
+
 impl DriverWorld {
     pub fn ctx(&self) -> &ScenarioCtx<DriverConfig> {
         self.ctx
@@ -157,10 +202,21 @@ impl DriverWorld {
         &self.ctx().run.profile.driver
     }
 
-    /// Record a call in the case.
+    /// Record a call in the case. A task call that took longer than an ordinary RPC gets a
+    /// note saying so: Nomad waits as long as it takes, and so does the harness, up to the
+    /// profile's task_call_deadline.
     pub fn record(&self, rpc: &DriverRpc) {
         let ctx = self.ctx();
         ctx.record(rpc.event(ctx.offset_ms(rpc.started), Some(self.spec())));
+        let patient = ["StartTask", "RecoverTask", "StopTask", "DestroyTask"];
+        if patient.contains(&rpc.method.as_str()) && rpc.duration > self.config().timings.rpc {
+            crate::recorder::lock(&ctx.case).notes.push(format!(
+                "{} took {} (Nomad's client sets no deadline on it; the harness waits up to {})",
+                rpc.method,
+                crate::fmt_duration(rpc.duration),
+                crate::fmt_duration(self.config().timings.task_call)
+            ));
+        }
     }
 
     pub fn record_event(&self, ev: OpEvent) {
@@ -177,12 +233,43 @@ impl DriverWorld {
         if calls.iter().any(|c| c.timed_out) {
             self.ctx().hint(Hint::TimedOut);
         }
+        let died = self.died_note();
+        let seen = match &died {
+            Some(note) => format!("{seen}\n{note}"),
+            None => seen.to_string(),
+        };
+        let seen = seen.as_str();
         let mut repro: Vec<String> = Vec::new();
         if calls.is_empty() {
             repro.push(self.spec().command_line());
         }
         repro.extend(calls.iter().map(|c| c.reproduce(self.spec())));
         crate::steps::failure_text(expected, seen, &repro)
+    }
+
+    /// When the current plugin process died by itself: how, and its last words on stderr (a Go
+    /// `panic:` with the first goroutine's frames, when there is one).
+    pub fn died_note(&self) -> Option<String> {
+        let inst = self.instances.current()?;
+        let p = &inst.process;
+        if p.is_alive() || p.killed_by_harness() {
+            return None;
+        }
+        let status = p
+            .exit_status()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "gone".into());
+        Some(format!(
+            "the plugin process died ({status}); its last words on stderr:\n{}",
+            crate::plugins::driver::golang::panic_excerpt(&p.stderr_tail())
+        ))
+    }
+
+    /// Whether the driver's task processes can be seen in /proc (the probe's finding). When
+    /// they cannot (a VM, a runtime that hides them), clauses judge through the driver's
+    /// answers, and what only processes can show is skipped with the reason.
+    pub fn task_visible(&self, _i: usize) -> bool {
+        self.config().probe.tasks_visible()
     }
 
     /// A call this clause needs (not the one it judges) failed: Blocked by `root`.
@@ -216,7 +303,22 @@ impl DriverWorld {
 
     /// Launch the plugin and connect to it; a failure blocks the clause on the launch clause
     /// that judges it.
+    /// A plugin that never printed a handshake to the probe would make every clause wait the
+    /// whole start timeout again: they are blocked on the probe's launch instead.
+    pub fn blocked_on_first_launch(&self) -> Result<(), String> {
+        match &self.config().probe.launch_timed_out {
+            Some(e) => Err(self.precondition(
+                "DRIVER-LAUNCH-DEADLINE",
+                "the plugin launches as Nomad launches it (judged on the harness's first launch, whose handshake never came)",
+                e,
+                &[],
+            )),
+            None => Ok(()),
+        }
+    }
+
     pub async fn launch_and_connect(&mut self) -> Result<Arc<Instance>, String> {
+        self.blocked_on_first_launch()?;
         let spec = self.clause_spec();
         let process = match pd::launch(&spec).await {
             Ok(p) => p,
@@ -349,6 +451,11 @@ impl DriverWorld {
     /// environment did not reach the task, or the task runs where this host's /proc cannot
     /// see it.
     pub async fn require_visible(&self, i: usize) -> StepResult {
+        if !self.task_visible(i) {
+            return Err(self.ctx().skip(
+                "the harness cannot see this driver's task processes in /proc (the probe task's processes carried no trace of the environment it was given: a VM, or a runtime that hides them), and this clause is about the processes themselves",
+            ));
+        }
         let marker = self.task(i)?.marker.clone();
         for _ in 0..40 {
             if !taskconfig::marked_processes(&marker).is_empty() {
@@ -455,6 +562,14 @@ impl DriverWorld {
         placeholders: Placeholders,
         msgpack: Vec<u8>,
     ) -> Result<DriverRpc, String> {
+        if let Some(why) = self.config().probe.unhealthy() {
+            return Err(self.precondition(
+                "DRIVER-FINGERPRINT-HEALTH",
+                "a driver Nomad would place this task on: detected and healthy",
+                &why,
+                &[],
+            ));
+        }
         let inst = self.instance()?;
         let n = self.tasks.len();
         let alloc_id = self.new_uuid();
@@ -464,14 +579,6 @@ impl DriverWorld {
             taskconfig::task_id(&alloc_id, &name, &mut ctx.rng)
         };
         let base = self.ctx().scratch.join("a");
-        let dir = AllocDir::build(&base, &alloc_id, &name).map_err(|e| {
-            self.ctx()
-                .harness_error(format!("failed to build the alloc dir: {e}"))
-        })?;
-        let fifos = LogFifos::create(&dir.logs_dir(), &name, 64 * 1024).map_err(|e| {
-            self.ctx()
-                .harness_error(format!("failed to make the log FIFOs: {e}"))
-        })?;
         let marker = format!("{}/{}/{n}", self.ctx().run.run_id, self.ctx().token);
         let placement = Placement {
             alloc_id: alloc_id.clone(),
@@ -483,18 +590,41 @@ impl DriverWorld {
             node_id: self.node_id(),
             node_name: "nomad-conform-node".into(),
         };
-        let mut env = taskconfig::task_env(&placement, &dir, &marker);
-        if shape == "generated" {
-            // Generated configurations may name any command: give them no search path.
-            env.remove("PATH");
-        }
-        let config = taskconfig::task_config(&task_id, &placement, &dir, &fifos, env, msgpack);
+        // Generated configurations may name any command: give them no search path.
+        let prepared = taskconfig::prepare(
+            &base,
+            &placement,
+            &task_id,
+            &marker,
+            msgpack,
+            shape != "generated",
+        )
+        .map_err(|e| self.ctx().harness_error(e))?;
+        let taskconfig::Prepared {
+            dir, fifos, config, ..
+        } = prepared;
         self.instances.track_task(&task_id, &marker);
         let (rpc, resp) = inst
             .client
-            .start_task(config.clone(), self.config().timings.rpc)
+            .start_task(config.clone(), self.config().timings.task_call)
             .await;
         self.record(&rpc);
+        self.last_start = Some(rpc.clone());
+        if broken_connection(&rpc) {
+            // The connection broke: give a dying plugin a moment to be seen dead, so that a
+            // crash is told from a refusal and its last words reach the failure message.
+            inst.process
+                .wait_exit(std::time::Duration::from_millis(500))
+                .await;
+        }
+        if let Some(why) = plain_start_failure(&rpc, &inst, shape) {
+            return Err(self.precondition(
+                "DRIVER-HEALTHY-STARTS",
+                &format!("StartTask of the {shape} task shape succeeds on this node"),
+                &why,
+                &[&rpc],
+            ));
+        }
         let waiter = rpc
             .ok()
             .then(|| waiter::Waiter::start(inst.client.clone(), task_id.clone()));

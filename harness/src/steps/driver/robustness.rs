@@ -32,8 +32,10 @@ async fn survives(w: &mut DriverWorld, value: &Value) -> Result<Option<String>, 
             timeout: super::lifecycle::duration(Duration::from_millis(200)),
             signal: "SIGKILL".into(),
         };
-        let (s, _) = c.stop_task(req, w.config().timings.rpc).await;
-        let (d, _) = c.destroy_task(&id, true, w.config().timings.rpc).await;
+        let (s, _) = c.stop_task(req, w.config().timings.task_call).await;
+        let (d, _) = c
+            .destroy_task(&id, true, w.config().timings.task_call)
+            .await;
         w.record(&s);
         w.record(&d);
     }

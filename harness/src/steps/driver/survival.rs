@@ -12,9 +12,6 @@ use crate::plugins::driver::{DriverRpc, drivers, reattach};
 
 #[when("the plugin process is killed")]
 async fn killed(w: &mut DriverWorld) -> StepResult {
-    if w.task(0)?.shape == "long" {
-        w.require_visible(0).await?;
-    }
     let inst = w.instance()?;
     // A crash of the plugin: its process group dies; tasks in their own groups or sessions go on.
     inst.client.close();
@@ -26,6 +23,9 @@ async fn killed(w: &mut DriverWorld) -> StepResult {
 async fn still_running(w: &mut DriverWorld) -> StepResult {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let t = w.task(0)?.clone();
+    if !w.task_visible(0) {
+        return still_running_per_driver(w).await;
+    }
     if !marked_processes(&t.marker).is_empty() {
         return Ok(());
     }
@@ -39,9 +39,51 @@ async fn still_running(w: &mut DriverWorld) -> StepResult {
     ))
 }
 
+/// Where the harness cannot see the task's processes, the driver tells: relaunched, it
+/// recovers the task from its handle, and the task's WaitTask does not return (it still runs).
+async fn still_running_per_driver(w: &mut DriverWorld) -> StepResult {
+    recover_first_task(w).await?;
+    let rpc = w.last_call()?.clone();
+    if !rpc.ok() {
+        return Err(w.precondition(
+            "DRIVER-RECOVER",
+            "the relaunched plugin recovers the task from its handle (the harness cannot see the task's processes, so it asks the driver)",
+            &rpc.summary(),
+            &[&rpc],
+        ));
+    }
+    let waiter = w.task(0)?.waiter.clone();
+    let ended = match waiter {
+        Some(waiter) => waiter.answer(Duration::from_millis(500)).await,
+        None => None,
+    };
+    crate::recorder::lock(&w.ctx().case).notes.push(
+        "judged through the driver's answers: the harness cannot see this driver's task processes in /proc, so it relaunched the plugin, recovered the task and waited on it".into(),
+    );
+    match ended {
+        None => Ok(()),
+        Some(end) => {
+            w.record(&end);
+            Err(w.fail(
+                "the task keeps running when the plugin process dies (Nomad relaunches the plugin and recovers it)",
+                &format!(
+                    "recovered, the task's WaitTask returned at once: {} — it ended with the plugin",
+                    end.outcome()
+                ),
+                &[&rpc, &end],
+            ))
+        }
+    }
+}
+
 #[when("the task has exited while the plugin was down")]
 async fn exited_meanwhile(w: &mut DriverWorld) -> StepResult {
     let t = w.task(0)?.clone();
+    if !w.task_visible(0) {
+        // The exit shape ends about a second after it starts.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        return Ok(());
+    }
     for _ in 0..100 {
         if marked_processes(&t.marker).is_empty() {
             return Ok(());
@@ -55,22 +97,76 @@ async fn exited_meanwhile(w: &mut DriverWorld) -> StepResult {
 
 #[when("Nomad relaunches the plugin and recovers the task from its handle")]
 async fn relaunches(w: &mut DriverWorld) -> StepResult {
+    recover_first_task(w).await
+}
+
+#[when(
+    "Nomad relaunches the plugin and recovers the first task from the handle it holds and the second from the handle it stored"
+)]
+async fn relaunches_both(w: &mut DriverWorld) -> StepResult {
     w.start_instance(false).await?;
-    let handle = w.task(0)?.handle.clone().ok_or_else(|| {
+    let a = recover(w, 0, HandleForm::Held).await?;
+    let b = recover(w, 1, HandleForm::Stored).await?;
+    w.last = vec![a, b];
+    Ok(())
+}
+
+/// Which copy of a task's handle Nomad gives RecoverTask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HandleForm {
+    /// After a plugin crash: the handle in the task runner's memory, as StartTask returned it.
+    Held,
+    /// After an agent restart: the handle read back from the client's state store, which does
+    /// not keep the task config's raw driver config (msgpack_driver_config, an unexported field
+    /// of Nomad's TaskConfig) and never had parent_job_id (not converted to protobuf).
+    Stored,
+}
+
+/// The handle of task `i` as Nomad gives it back in `form`.
+pub(super) fn handle_as(
+    w: &DriverWorld,
+    i: usize,
+    form: HandleForm,
+) -> Result<drivers::TaskHandle, String> {
+    let mut handle = w.task(i)?.handle.clone().ok_or_else(|| {
         w.ctx()
             .harness_error("the task has no handle to recover it from")
     })?;
+    if let Some(c) = handle.config.as_mut() {
+        c.parent_job_id.clear();
+        if form == HandleForm::Stored {
+            c.msgpack_driver_config.clear();
+        }
+    }
+    Ok(handle)
+}
+
+/// RecoverTask of task `i` on the current instance; on success a waiter watches the task again
+/// (Nomad's task runner waits on a recovered task at once, as on a started one).
+pub(super) async fn recover(
+    w: &mut DriverWorld,
+    i: usize,
+    form: HandleForm,
+) -> Result<DriverRpc, String> {
+    let handle = handle_as(w, i, form)?;
     let (rpc, _) = w
         .client()?
-        .recover_task(handle, w.config().timings.rpc)
+        .recover_task(handle, w.config().timings.task_call)
         .await;
     w.record(&rpc);
-    // Nomad's task runner waits on a recovered task at once, as on a started one.
     let waiter = rpc.ok().then(|| {
-        let id = w.tasks[0].id.clone();
-        super::waiter::Waiter::start(w.client().expect("instance started above"), id)
+        let id = w.tasks[i].id.clone();
+        super::waiter::Waiter::start(w.client().expect("an instance is running"), id)
     });
-    w.tasks[0].waiter = waiter;
+    w.tasks[i].waiter = waiter;
+    Ok(rpc)
+}
+
+/// Relaunch the plugin as Nomad does after it died and recover task 0 from the handle held in
+/// memory; the RecoverTask call is the step's last call.
+async fn recover_first_task(w: &mut DriverWorld) -> StepResult {
+    w.start_instance(false).await?;
+    let rpc = recover(w, 0, HandleForm::Held).await?;
     w.last = vec![rpc];
     Ok(())
 }
@@ -88,15 +184,75 @@ async fn recovered(w: &mut DriverWorld) -> StepResult {
     ))
 }
 
-#[then("the recovered task can be inspected, stopped and waited for")]
+#[then("RecoverTask succeeds with either handle")]
+async fn recovered_both(w: &mut DriverWorld) -> StepResult {
+    let bad: Vec<&DriverRpc> = w.last.iter().filter(|c| !c.ok()).collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let which: Vec<String> = w
+        .last
+        .iter()
+        .zip([
+            "as StartTask returned it (after a plugin crash)",
+            "as Nomad stores it, without msgpack_driver_config (after an agent restart)",
+        ])
+        .filter(|(c, _)| !c.ok())
+        .map(|(c, form)| format!("the handle {form}: {}", c.outcome()))
+        .collect();
+    Err(w.fail(
+        "RecoverTask succeeds on the relaunched plugin with the handle as Nomad holds it after a plugin crash, and as it stores it across an agent restart (without the task config's msgpack_driver_config: recover from driver_state, not from the task configuration)",
+        &which.join("; "),
+        &bad,
+    ))
+}
+
+#[then("the recovered tasks can be stopped and waited for")]
+async fn usable_both(w: &mut DriverWorld) -> StepResult {
+    // Both still run before either is stopped (stopping one must not be what ends the other:
+    // that is DRIVER-TASKS-INDEPENDENT's question).
+    still_running_recovered(w, 0).await?;
+    still_running_recovered(w, 1).await?;
+    stop_recovered(w, 0).await?;
+    stop_recovered(w, 1).await
+}
+
+#[then("the recovered task can be stopped and waited for")]
 async fn usable(w: &mut DriverWorld) -> StepResult {
-    let id = w.task(0)?.id.clone();
-    let c = w.client()?;
-    let d = w.config().timings.rpc;
-    let (inspect, _) = c.inspect_task(&id, d).await;
+    still_running_recovered(w, 0).await?;
+    stop_recovered(w, 0).await
+}
+
+/// What Nomad needs of a recovered task first: it still runs (the WaitTask made when it was
+/// recovered has not returned).
+async fn still_running_recovered(w: &mut DriverWorld, i: usize) -> StepResult {
+    let early = match w.task(i)?.waiter.clone() {
+        Some(waiter) => waiter.answer(Duration::from_millis(200)).await,
+        None => None,
+    };
+    match early {
+        None => Ok(()),
+        Some(e) => {
+            w.record(&e);
+            Err(w.fail(
+                "after RecoverTask the task is still running: its WaitTask does not return before it is stopped",
+                &format!("WaitTask returned at once: {}", e.outcome()),
+                &[&e],
+            ))
+        }
+    }
+}
+
+/// Then StopTask stops it and WaitTask returns; InspectTask (which Nomad's client never calls)
+/// is extra evidence.
+async fn stop_recovered(w: &mut DriverWorld, i: usize) -> StepResult {
+    let id = w.task(i)?.id.clone();
+    let (inspect, _) = w.client()?.inspect_task(&id, w.config().timings.rpc).await;
     w.record(&inspect);
-    let stop = super::lifecycle::stop(w, 0, "SIGTERM", Duration::from_secs(1)).await?;
-    let wait = super::lifecycle::wait(w, 0, super::lifecycle::wait_budget(w)).await?;
+    // The job sets kill_signal = "SIGTERM": whether the driver takes an empty signal is
+    // DRIVER-STOP-DEFAULT-SIGNAL's question, judged there.
+    let stop = super::lifecycle::stop(w, i, "SIGTERM", Duration::from_secs(1)).await?;
+    let wait = super::lifecycle::wait(w, i, super::lifecycle::wait_budget(w)).await?;
     let calls: Vec<&DriverRpc> = vec![&inspect, &stop, &wait];
     let running = inspect
         .response
@@ -104,11 +260,17 @@ async fn usable(w: &mut DriverWorld) -> StepResult {
         .and_then(|r| r.pointer("/task/state"))
         .and_then(|s| s.as_i64())
         == Some(drivers::TaskState::Running as i64);
-    if inspect.ok() && running && stop.ok() && wait.ok() {
+    if stop.ok() && wait.ok() {
+        if !inspect.ok() || !running {
+            crate::recorder::lock(&w.ctx().case).notes.push(format!(
+                "InspectTask of the recovered task answered {} (Nomad's client never calls it)",
+                inspect.outcome()
+            ));
+        }
         return Ok(());
     }
     Err(w.fail(
-        "after RecoverTask, InspectTask shows the task running, StopTask stops it and WaitTask returns",
+        "after RecoverTask, StopTask stops the task and WaitTask returns (InspectTask as extra evidence)",
         &calls
             .iter()
             .map(|c| format!("{}: {}", c.method, c.outcome()))
@@ -121,7 +283,7 @@ async fn usable(w: &mut DriverWorld) -> StepResult {
 /// How long the harness (playing a restarting agent) stays away before reattaching.
 const AGENT_RESTART_GAP: Duration = Duration::from_secs(1);
 
-#[when("the harness drops its connection and reattaches to the plugin")]
+#[when("the agent restarts and reattaches to the plugin as Nomad does")]
 async fn reattaches(w: &mut DriverWorld) -> StepResult {
     let inst = w.instance()?;
     inst.client.close();
@@ -139,50 +301,114 @@ async fn reattaches(w: &mut DriverWorld) -> StepResult {
             )
         })?;
     w.record(&r.plugin_info);
-    w.last = vec![r.plugin_info.clone()];
     w.instances.push(Arc::new(Instance {
         process: inst.process.clone(),
-        client: r.client,
+        client: r.client.clone(),
     }));
+    // The driver manager's dispense: PluginInfo (above), no SetConfig, then Init; then the
+    // Fingerprint and TaskEvents streams, as on any start.
+    let (init, _) = r.client.init(timings.rpc).await;
+    w.record(&init);
+    let deadline = w.driver_profile().fingerprint_deadline;
+    let fingerprint = r.client.fingerprint(deadline, 8).await;
+    let events = r.client.task_events(std::time::Duration::ZERO, 64).await;
+    fingerprint.wait_first(deadline).await;
+    w.fingerprint = Some(Arc::new(fingerprint));
+    w.events = Some(Arc::new(events));
+    // Every task runner restores its handle, as stored, on this same running plugin.
+    let recovered = recover(w, 0, HandleForm::Stored).await?;
+    w.last = vec![r.plugin_info.clone(), init, recovered];
     Ok(())
 }
 
-#[then("PluginInfo answers again")]
+#[then("PluginInfo and Init answer again, and the Fingerprint stream opens")]
 async fn info_again(w: &mut DriverWorld) -> StepResult {
-    let rpc = w.last_call()?;
+    let calls: Vec<&DriverRpc> = w.last.iter().collect();
+    let mut problems = Vec::new();
+    for c in &calls {
+        let fine = c.ok() || (c.method == "Init" && c.code == tonic::Code::Unimplemented);
+        if !fine && c.method != "RecoverTask" {
+            problems.push(format!("{}: {}", c.method, c.outcome()));
+        }
+    }
+    let fp = w.fingerprint.clone();
+    if fp.as_ref().is_none_or(|h| h.received() == 0) {
+        problems.push(format!(
+            "no fingerprint on the reopened Fingerprint stream within {} (the stream: {:?})",
+            crate::fmt_duration(w.driver_profile().fingerprint_deadline),
+            fp.map(|h| h.end())
+        ));
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(w.fail(
+        "after an agent restart, on the same running plugin: PluginInfo succeeds, Init succeeds again (or is UNIMPLEMENTED), and a reopened Fingerprint stream sends a fingerprint",
+        &problems.join("; "),
+        &calls,
+    ))
+}
+
+#[then("RecoverTask of the stored handle succeeds on the same plugin")]
+async fn recovered_in_place(w: &mut DriverWorld) -> StepResult {
+    let rpc = w
+        .last
+        .iter()
+        .find(|c| c.method == "RecoverTask")
+        .ok_or_else(|| w.ctx().harness_error("no RecoverTask was made"))?;
     if rpc.ok() {
         return Ok(());
     }
     Err(w.fail(
-        "PluginInfo succeeds on the new connection",
+        "RecoverTask of a task the plugin still runs, with the handle as Nomad stored it (no msgpack_driver_config), succeeds: Nomad destroys the task when it fails",
         &rpc.summary(),
         &[rpc],
     ))
 }
 
-#[then("the task is still known and running")]
-async fn still_known(w: &mut DriverWorld) -> StepResult {
-    let id = w.task(0)?.id.clone();
-    let (rpc, _) = w.client()?.inspect_task(&id, w.config().timings.rpc).await;
-    w.record(&rpc);
-    let running = rpc
+#[then("the task is still running after the reattach")]
+async fn still_running_after_reattach(w: &mut DriverWorld) -> StepResult {
+    let task = w.task(0)?.clone();
+    let ended = match &task.waiter {
+        Some(waiter) => waiter.answer(Duration::from_millis(500)).await,
+        None => None,
+    };
+    let (inspect, _) = w
+        .client()?
+        .inspect_task(&task.id, w.config().timings.rpc)
+        .await;
+    w.record(&inspect);
+    let running = inspect
         .response
         .as_ref()
         .and_then(|r| r.pointer("/task/state"))
         .and_then(|s| s.as_i64())
         == Some(drivers::TaskState::Running as i64);
-    if rpc.ok() && running {
+    if ended.is_none() && task.waiter.is_some() {
+        if !running {
+            crate::recorder::lock(&w.ctx().case).notes.push(format!(
+                "InspectTask after the reattach answered {} (Nomad's client never calls it)",
+                inspect.outcome()
+            ));
+        }
         return Ok(());
     }
+    let seen = match &ended {
+        Some(rpc) => {
+            w.record(rpc);
+            format!("the task's WaitTask returned: {}", rpc.outcome())
+        }
+        None => "the task could not be waited on (RecoverTask failed)".to_string(),
+    };
     Err(w.fail(
-        "after a reattach the plugin still knows the task, running (no RecoverTask needed)",
-        &rpc.summary(),
-        &[&rpc],
+        "after the reattach the task still runs: its WaitTask does not return (InspectTask as extra evidence)",
+        &format!("{seen}; InspectTask: {}", inspect.outcome()),
+        &[&inspect],
     ))
 }
 
-#[then("the error carries a RecoverableError detail")]
-async fn recoverable_detail(w: &mut DriverWorld) -> StepResult {
+#[then("the error is not marked recoverable")]
+async fn not_marked_recoverable(w: &mut DriverWorld) -> StepResult {
     let rpc = w.last_call()?;
     if rpc.ok() {
         return Err(w.precondition(
@@ -192,18 +418,14 @@ async fn recoverable_detail(w: &mut DriverWorld) -> StepResult {
             &[rpc],
         ));
     }
-    if rpc.recoverable().is_some() {
+    if rpc.recoverable() != Some(true) {
         return Ok(());
     }
     Err(w.fail(
-        "the failed StartTask's status details hold a hashicorp.nomad.plugins.shared.structs.RecoverableError (Nomad reads it to choose between a restart and failing the task)",
+        "a StartTask refused for a configuration that cannot be decoded carries no RecoverableError detail, or one with recoverable = false (retrying can never help)",
         &format!(
-            "{}; details: {}",
-            rpc.outcome(),
-            rpc.details
-                .as_ref()
-                .map(|d| format!("{:?}", d.type_urls))
-                .unwrap_or_else(|| "none".into())
+            "{}; its RecoverableError says recoverable = true, so Nomad would restart the task again and again until its restart policy gives up",
+            rpc.outcome()
         ),
         &[rpc],
     ))

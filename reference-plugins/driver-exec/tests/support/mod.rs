@@ -623,3 +623,48 @@ pub struct RpcStatus {
 pub fn duration(seconds: f64) -> prost_types::Duration {
     prost_types::Duration::try_from(Duration::from_secs_f64(seconds)).expect("duration")
 }
+
+/// The `recoverable` flag of a StartTask error's RecoverableError detail; None without one.
+pub fn recoverable_detail(status: &tonic::Status) -> Option<bool> {
+    use prost::Message as _;
+    let details = RpcStatus::decode(status.details()).ok()?;
+    let detail = details.details.first()?;
+    let error =
+        nomad_conform_proto::nomad::structs::RecoverableError::decode(detail.value.as_slice())
+            .ok()?;
+    Some(error.recoverable)
+}
+
+/// The task's pid, from the handle's driver_state.
+pub fn task_pid(handle: &TaskHandle) -> i32 {
+    let state = rmpv::decode::read_value(&mut handle.driver_state.as_slice()).expect("msgpack");
+    let pid = state
+        .as_map()
+        .expect("a map")
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("task_pid"))
+        .and_then(|(_, v)| v.as_i64())
+        .expect("task_pid");
+    pid as i32
+}
+
+/// Live processes whose environment has `NAME=value`.
+pub fn processes_with_env(name: &str, value: &str) -> Vec<i32> {
+    let entry = format!("{name}={value}");
+    live_pids()
+        .into_iter()
+        .filter(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            env.split(|b| *b == 0).any(|e| e == entry.as_bytes())
+        })
+        .collect()
+}
+
+/// The environment of a process, as `NAME=value` entries.
+pub fn environ(pid: i32) -> Vec<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    env.split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .map(|e| String::from_utf8_lossy(e).into_owned())
+        .collect()
+}
