@@ -241,6 +241,7 @@ async fn run_driver(args: DriverArgs, output: Output) -> Result<i32, HarnessErro
         plugin_config: args.plugin_config.clone(),
         tasks: args.tasks.clone(),
         task_command: args.task_command.clone(),
+        chroot_env: args.chroot_env.clone(),
     };
     let record = driver::run(&common, &opts).await?;
     finish(&record, &args.suite.reports, output)

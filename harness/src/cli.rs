@@ -157,6 +157,11 @@ pub struct DriverArgs {
     /// a `/bin/sh -c` snippet.
     #[arg(long, value_name = "TEMPLATE", env = "NOMAD_CONFORM_TASK_COMMAND")]
     pub task_command: Option<String>,
+    /// For a driver with chroot isolation: the client's `chroot_env`, the host paths the task's
+    /// root filesystem is made of, as `SRC[:DST],...` (default: Nomad's, /bin /etc /lib /lib32
+    /// /lib64 /run/resolvconf /sbin /usr /run/systemd/resolve).
+    #[arg(long, value_name = "SRC[:DST],...", env = "NOMAD_CONFORM_CHROOT_ENV")]
+    pub chroot_env: Option<String>,
     #[command(flatten)]
     pub suite: SuiteArgs,
 }

@@ -7,10 +7,12 @@ Feature: base
 
   @DRIVER-BASE-PLUGIN-INFO @must
   Scenario: PluginInfo says it is a driver, with a name, a version and API version v0.1.0
-    Basis: Nomad helper/pluginutils/loader/init.go (validatePluginInfo): the type must be DRIVER
-    (or DEVICE), the name not empty, plugin_version valid for hashicorp/go-version, and
-    plugin_api_versions must hold a version equal to v0.1.0 (helper/pluginutils/loader/api_versions.go):
-    otherwise the plugin fails to load or is skipped.
+    Basis: Nomad helper/pluginutils/loader/init.go (fingerprintPlugin, selectApiVersion) and
+    plugins/base/client.go (PluginInfo): a type other than DRIVER or DEVICE, a plugin_version
+    hashicorp/go-version cannot parse, or no or unparsable plugin_api_versions fail the load; no
+    version equal to v0.1.0 among them (loader/api_versions.go) skips the plugin with a warning.
+    The loader does not check the name, but it is the plugin's ID (init.go, PluginID): jobs
+    select the driver by it (`driver = "..."`), so a driver without one can never be used.
 
     When Nomad fingerprints the plugin in a launch of its own
     Then PluginInfo says DRIVER, a name, a valid plugin version and API version v0.1.0
@@ -26,11 +28,13 @@ Feature: base
 
   @DRIVER-BASE-SET-CONFIG @must
   Scenario: SetConfig accepts the agent's configuration in both launches
-    Nomad calls SetConfig twice: once to validate (no nomad_config), once on the long-lived
-    instance (with nomad_config.driver: the client's port range).
+    For a plugin with a ConfigSchema, Nomad validates the agent's configuration in a launch of
+    its own (SetConfig twice, without nomad_config, no Init), then gives it to the long-lived
+    instance (with nomad_config.driver: the client's port range and CPU topology). A plugin
+    without a ConfigSchema gets no validation launch and empty msgpack_config bytes.
 
-    Basis: Nomad helper/pluginutils/loader/init.go (validatePluginConfig) and
-    client/pluginmanager/drivermanager/instance.go (dispense): an error from either SetConfig
+    Basis: Nomad helper/pluginutils/loader/init.go (validatePluginConfig), loader.go (Dispense)
+    and client/pluginmanager/drivermanager/instance.go (dispense): an error from any SetConfig
     fails the plugin's load ("SetConfig failed").
 
     When Nomad validates the plugin configuration in a launch of its own

@@ -8,7 +8,9 @@ Feature: signals and exec
   @DRIVER-SIGNAL @must @requires-send-signals @shape-trap
   Scenario: SignalTask delivers a named signal
     Basis: Nomad client/allocrunner/taskrunner/lifecycle.go (Signal) sends the signal by name
-    through SignalTask when the driver's capabilities have send_signals.
+    through SignalTask for `nomad alloc signal` and template changes (change_mode = "signal"),
+    without looking at Capabilities; a driver whose Capabilities say send_signals = false
+    declares it cannot, and the clause is skipped for it.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a task that traps SIGTERM
@@ -28,7 +30,9 @@ Feature: signals and exec
   @DRIVER-EXEC @must @requires-exec @shape-long
   Scenario: ExecTask returns the command's output and exit code
     Basis: Nomad client/allocrunner/taskrunner/task_runner.go (ExecTask for script checks,
-    interfaces.ScriptExecutor) reads stdout and the exit code to decide a check's status.
+    interfaces.ScriptExecutor) reads stdout and the exit code to decide a check's status; the
+    client does not look at Capabilities first, so a driver that says exec = false (and whose
+    clause is skipped) fails such checks.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a long task

@@ -38,6 +38,8 @@ pub struct DriverOptions {
     pub plugin_config: Option<PathBuf>,
     pub tasks: Option<PathBuf>,
     pub task_command: Option<String>,
+    /// `--chroot-env SRC[:DST],...`.
+    pub chroot_env: Option<String>,
 }
 
 /// The agent's `plugin "x" { config { ... } }` body as the user wrote it.
@@ -147,6 +149,26 @@ pub struct DriverConfig {
     pub shapes: Shapes,
 }
 
+/// `SRC[:DST],...`: absolute host paths, each mapped to itself unless a destination is given.
+pub fn parse_chroot_env(text: &str) -> Result<Vec<(PathBuf, PathBuf)>, HarnessError> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (src, dst) = item.split_once(':').unwrap_or((item, item));
+        if !src.starts_with('/') || !dst.starts_with('/') {
+            return Err(HarnessError::Usage(format!(
+                "--chroot-env {text:?}: {item:?} is not SRC[:DST] with absolute paths"
+            )));
+        }
+        out.push((PathBuf::from(src), PathBuf::from(dst)));
+    }
+    if out.is_empty() {
+        return Err(HarnessError::Usage(format!(
+            "--chroot-env {text:?}: give at least one path"
+        )));
+    }
+    Ok(out)
+}
+
 impl DriverOptions {
     fn plugin_args(&self) -> Result<Vec<String>, HarnessError> {
         match &self.plugin_args {
@@ -187,6 +209,7 @@ impl DriverOptions {
         flag("--plugin-config", path(&self.plugin_config));
         flag("--tasks", path(&self.tasks));
         flag("--task-command", self.task_command.clone());
+        flag("--chroot-env", self.chroot_env.clone());
         flag("--profile", common.profile.clone());
         flag("--specs", path(&common.specs));
         parts.join(" ")
@@ -205,6 +228,11 @@ pub async fn run(common: &SuiteOptions, opts: &DriverOptions) -> Result<RunRecor
     let profile = Profile::load(common.profile.as_deref())?;
     let (features, clauses, mut selection) = load_suite(KIND, common)?;
     let config_source = opts.config_source()?;
+    let chroot_env = opts
+        .chroot_env
+        .as_deref()
+        .map(parse_chroot_env)
+        .transpose()?;
     let shapes = Shapes::load(opts.tasks.as_deref(), opts.task_command.as_deref())
         .map_err(HarnessError::Usage)?;
     let plugin = opts
@@ -243,6 +271,7 @@ pub async fn run(common: &SuiteOptions, opts: &DriverOptions) -> Result<RunRecor
             run_id: &run_id,
             shapes: &shapes,
             fingerprint_deadline: profile.driver.fingerprint_deadline,
+            chroot_env,
         },
     )
     .await;

@@ -18,6 +18,7 @@ use super::tasks::Placeholders;
 use super::tasks::{SHAPES, Shapes};
 use crate::clauses::{CaseKey, ClauseSet};
 use crate::plugins::driver::taskconfig::{self, Placement};
+use crate::plugins::driver::taskhost::{self, Isolation, TaskHost};
 use crate::plugins::driver::{
     Client, DRIVER_API_VERSION, HostTimings, LaunchSpec, base, drivers, fingerprint_launch,
     instance_launch, negotiate_api_version, nomad_config, shutdown_like_nomad,
@@ -45,6 +46,9 @@ pub struct DriverProbe {
     /// ConfigSchema answered without a spec: Nomad skips the validation launch and sends the
     /// long-lived instance empty msgpack_config bytes (helper/pluginutils/loader/init.go).
     pub config_schema_nil: bool,
+    /// How the client builds this driver's tasks on this node (its isolation and users from
+    /// Capabilities, once they are known).
+    pub host: TaskHost,
     /// What failed, for skip reasons and the report.
     pub failures: Vec<String>,
 }
@@ -169,6 +173,8 @@ pub struct ProbeSetup<'a> {
     pub run_id: &'a str,
     pub shapes: &'a Shapes,
     pub fingerprint_deadline: std::time::Duration,
+    /// The client's chroot_env (None: Nomad's default).
+    pub chroot_env: Option<Vec<(std::path::PathBuf, std::path::PathBuf)>>,
 }
 
 /// Load the plugin once, as Nomad does, and learn what the run needs.
@@ -188,6 +194,7 @@ pub async fn probe(
         task: None,
         launch_timed_out: None,
         config_schema_nil: false,
+        host: TaskHost::new(Isolation::None, false, setup.chroot_env.clone()),
         failures: Vec::new(),
     };
     match fingerprint_launch(launch, timings).await {
@@ -246,6 +253,13 @@ pub async fn probe(
             if p.caps.is_none() {
                 p.failures.push(format!("Capabilities: {}", rpc.outcome()));
             }
+            if let Some(c) = &p.caps {
+                p.host = TaskHost::new(
+                    Isolation::from_proto(c.fs_isolation),
+                    c.dynamic_workload_users,
+                    setup.chroot_env.clone(),
+                );
+            }
             let stream = inst.client.fingerprint(setup.fingerprint_deadline, 4).await;
             stream.wait_first(setup.fingerprint_deadline).await;
             p.fingerprint = stream.messages().into_iter().next().map(|m| m.message);
@@ -253,7 +267,7 @@ pub async fn probe(
             if p.unhealthy().is_none()
                 && let Ok(spec) = &p.task_schema
             {
-                p.task = probe_task(&inst.client, spec, setup, timings).await;
+                p.task = probe_task(&inst.client, spec, setup, timings, &p.host).await;
             }
             shutdown_like_nomad(&inst.client, &inst.process, timings).await;
         }
@@ -268,6 +282,7 @@ async fn probe_task(
     spec: &SpecTree,
     setup: &ProbeSetup<'_>,
     timings: &HostTimings,
+    host: &TaskHost,
 ) -> Option<ProbeTask> {
     let (value, _) = setup
         .shapes
@@ -287,6 +302,7 @@ async fn probe_task(
     let id = taskconfig::task_id(&alloc_id, "probe", &mut rand::rng());
     let marker = format!("{}/probe", setup.run_id);
     let prepared = taskconfig::prepare(
+        host,
         &setup.scratch.join("probe"),
         &placement,
         &id,
@@ -295,7 +311,8 @@ async fn probe_task(
         true,
     )
     .ok()?;
-    let (rpc, _) = client.start_task(prepared.config, timings.rpc).await;
+    let prepared_cgroup = prepared.cgroup.clone();
+    let (rpc, _) = client.start_task(prepared.config, timings.task_call).await;
     let mut visible = false;
     if rpc.ok() {
         for _ in 0..40 {
@@ -314,6 +331,16 @@ async fn probe_task(
         let _ = client.destroy_task(&id, true, timings.rpc).await;
     }
     taskconfig::kill_marked(&marker).await;
+    for p in crate::process::processes_in(&setup.scratch.join("probe")) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    taskhost::unmount_under(&setup.scratch.join("probe"));
+    if let Some(cg) = &prepared_cgroup {
+        taskhost::destroy_cgroup(&host.cgroups, cg);
+    }
     Some(ProbeTask {
         outcome: rpc.outcome(),
         started: rpc.ok(),

@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `long` | runs until stopped |
 //! | `exit` | exits with code `{code}` after about a second |
-//! | `output` | prints `{stdout}` on stdout and `{stderr}` on stderr, prints `marker=` and the value of `NOMAD_CONFORM_TASK`, writes a file `{file}` (content `{file}`) into `$NOMAD_ALLOC_DIR`, `$NOMAD_TASK_DIR` and `$NOMAD_SECRETS_DIR`, then exits 0 after about a second |
+//! | `output` | prints `{stdout}` on stdout and `{stderr}` on stderr, prints `marker=` and the value of `NOMAD_CONFORM_TASK` (and, optionally, `dirs=$NOMAD_ALLOC_DIR\|$NOMAD_TASK_DIR\|$NOMAD_SECRETS_DIR`), writes a file `{file}` (content `{file}`) into `$NOMAD_ALLOC_DIR`, `$NOMAD_TASK_DIR` and `$NOMAD_SECRETS_DIR`, then exits 0 after about a second |
 //! | `trap` | runs until a signal: exits 41 on SIGTERM, 42 on SIGINT, 43 on SIGUSR1; prints `ready` once its handlers are set |
 //! | `stubborn` | ignores SIGTERM and starts a child that ignores it too; prints `ready` once both are so |
 //!
@@ -72,7 +72,7 @@ pub fn snippet(shape: &str) -> Option<&'static str> {
         "long" => "exec sleep 3600",
         "exit" => "sleep 1; exit {code}",
         "output" => {
-            "echo {stdout}; echo {stderr} >&2; echo \"marker=$NOMAD_CONFORM_TASK\"; for d in \"$NOMAD_ALLOC_DIR\" \"$NOMAD_TASK_DIR\" \"$NOMAD_SECRETS_DIR\"; do echo {file} > \"$d/{file}\"; done; sleep 1"
+            "echo {stdout}; echo {stderr} >&2; echo \"marker=$NOMAD_CONFORM_TASK\"; echo \"dirs=$NOMAD_ALLOC_DIR|$NOMAD_TASK_DIR|$NOMAD_SECRETS_DIR\"; for d in \"$NOMAD_ALLOC_DIR\" \"$NOMAD_TASK_DIR\" \"$NOMAD_SECRETS_DIR\"; do echo {file} > \"$d/{file}\"; done; sleep 1"
         }
         "trap" => {
             "trap 'exit 41' TERM; trap 'exit 42' INT; trap 'exit 43' USR1; echo ready; while :; do sleep 0.1; done"

@@ -142,13 +142,14 @@ pub fn assess_plugin_info(info: &base::PluginInfoResponse) -> InfoAssessment {
     }
 }
 
-/// `NomadConfig` as the client sends it to a driver instance.
+/// `NomadConfig` as the client sends it to a driver instance: the plugin port range and the
+/// node's CPU topology (client/config NomadPluginConfig).
 pub fn nomad_config() -> base::NomadConfig {
     base::NomadConfig {
         driver: Some(base::NomadDriverConfig {
             client_max_port: CLIENT_MAX_PORT,
             client_min_port: CLIENT_MIN_PORT,
-            topology: None,
+            topology: Some(super::topology::client_topology()),
         }),
     }
 }

@@ -37,6 +37,8 @@ pub mod shutdown;
 pub mod side_streams;
 pub mod streams;
 pub mod taskconfig;
+pub mod taskhost;
+pub mod topology;
 
 use std::time::Duration;
 

@@ -1,13 +1,14 @@
 //! A task as the Nomad client hands it to a driver: the allocation directory it builds, the log
 //! FIFOs logmon reads, the task's environment and the `TaskConfig` message.
 //!
-//! Facts (contracts/task-drivers.md B.4, C.1): the task ID is `<alloc id>/<task>/<8 random
-//! characters>`, new for every start; the allocation directory holds `alloc/{data,logs,tmp}` and
-//! `<task>/{local,secrets,tmp}` (client/allocdir); stdout and stderr are FIFOs
-//! `<alloc>/alloc/logs/.<task>.stdout.fifo` and `.stderr.fifo` made by logmon; the environment
-//! carries the NOMAD_* variables of client/taskenv. For chroot or image isolation Nomad would
-//! also populate the task directory with a chroot; the harness builds the same layout and leaves
-//! populating it to the driver (documented in the README).
+//! Facts (Nomad's client source): the task ID is `<alloc id>/<task>/<8 lowercase hex>`
+//! (task_runner.go, uuid.Short), new for every start; the allocation directory holds
+//! `alloc/{data,logs,tmp}` and `<task>/{local,secrets,tmp,private}` (client/allocdir), built
+//! with the node-specific parts of [`super::taskhost`] (modes, isolation, cgroup, user);
+//! stdout and stderr are FIFOs `<alloc>/alloc/logs/.<task>.stdout.fifo` and `.stderr.fifo` made
+//! by logmon; the environment carries the NOMAD_* variables of client/taskenv, with the
+//! directories as the task sees them, and the agent's own environment for drivers that do not
+//! bring an image.
 //!
 //! Every task also gets `NOMAD_CONFORM_TASK=<run>/<task id>` in its environment, so that the
 //! harness can find its processes (and kill them at the end) whatever the driver did with them.
@@ -21,6 +22,7 @@ use nomad_conform_proto::nomad::drivers as pb;
 use rand::RngExt as _;
 use tokio::io::AsyncReadExt as _;
 
+use super::taskhost::{Isolation, TaskHost, build_chroot};
 use crate::process::{Capture, ProcInfo};
 
 /// The variable that marks a task's processes.
@@ -48,25 +50,42 @@ pub struct AllocDir {
 }
 
 impl AllocDir {
-    /// Build `<base>/<alloc id>` with Nomad's layout for `task`.
+    /// Build `<base>/<alloc id>` with Nomad's layout and modes for `task`: the allocation root
+    /// 0755 (the agent's), everything below 0777 (`tmp` 1777) and, as root, owned by nobody
+    /// (allocMkdirAll); `secrets` and `private` are 1 MiB tmpfs mounts when root.
     pub fn build(base: &Path, alloc_id: &str, task: &str) -> std::io::Result<AllocDir> {
+        use super::taskhost::client_mkdir;
+        let as_root = nix::unistd::geteuid().is_root();
         let root = base.join(alloc_id);
-        let mut b = std::fs::DirBuilder::new();
-        b.recursive(true).mode(0o755);
-        for d in ["alloc/data", "alloc/logs", "alloc/tmp"] {
-            b.create(root.join(d))?;
-        }
-        for d in ["local", "tmp"] {
-            b.create(root.join(task).join(d))?;
-        }
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(0o700)
-            .create(root.join(task).join("secrets"))?;
+            .mode(0o755)
+            .create(&root)?;
+        client_mkdir(&root.join("alloc"), 0o777, as_root)?;
+        for d in ["data", "logs"] {
+            client_mkdir(&root.join("alloc").join(d), 0o777, as_root)?;
+        }
+        client_mkdir(&root.join("alloc/tmp"), 0o1777, as_root)?;
+        client_mkdir(&root.join(task), 0o777, as_root)?;
+        client_mkdir(&root.join(task).join("local"), 0o777, as_root)?;
+        client_mkdir(&root.join(task).join("tmp"), 0o1777, as_root)?;
+        for d in ["secrets", "private"] {
+            let dir = root.join(task).join(d);
+            client_mkdir(&dir, 0o777, as_root)?;
+            if as_root {
+                super::taskhost::mount_tmpfs(&dir, 1).map_err(std::io::Error::other)?;
+                client_mkdir(&dir, 0o777, as_root)?;
+            }
+        }
         Ok(AllocDir {
             root,
             task: task.to_string(),
         })
+    }
+
+    /// The task's own directory, `<alloc>/<task>` (the chroot's root for chroot isolation).
+    pub fn task_root(&self) -> PathBuf {
+        self.root.join(&self.task)
     }
 
     pub fn shared(&self) -> PathBuf {
@@ -151,23 +170,25 @@ fn text_of(c: &Arc<Mutex<Capture>>) -> String {
         .unwrap_or_default()
 }
 
-/// `<alloc id>/<task>/<8 random characters>`, as the client makes a task ID.
+/// `<alloc id>/<task>/<8 lowercase hex>`, as the client makes a task ID (the first eight
+/// characters of a random UUID).
 pub fn task_id(alloc_id: &str, task: &str, rng: &mut impl rand::Rng) -> String {
-    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let tail: String = (0..8)
-        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
-        .collect();
-    format!("{alloc_id}/{task}/{tail}")
+    let n: u32 = rng.random();
+    format!("{alloc_id}/{task}/{n:08x}")
 }
 
 /// The task's environment: the NOMAD_* variables Nomad sets (client/taskenv/env.go) for a task
 /// of a raw allocation, plus the harness's marker.
-pub fn task_env(p: &Placement, dir: &AllocDir, marker: &str) -> HashMap<String, String> {
-    let s = |p: &Path| p.display().to_string();
-    HashMap::from([
-        ("NOMAD_ALLOC_DIR".into(), s(&dir.shared())),
-        ("NOMAD_TASK_DIR".into(), s(&dir.task_dir())),
-        ("NOMAD_SECRETS_DIR".into(), s(&dir.secrets_dir())),
+pub fn task_env(
+    p: &Placement,
+    dirs: &TaskView,
+    marker: &str,
+    host_env: &[(String, String)],
+) -> HashMap<String, String> {
+    let mut env = HashMap::from([
+        ("NOMAD_ALLOC_DIR".into(), dirs.alloc.clone()),
+        ("NOMAD_TASK_DIR".into(), dirs.local.clone()),
+        ("NOMAD_SECRETS_DIR".into(), dirs.secrets.clone()),
         ("NOMAD_ALLOC_ID".into(), p.alloc_id.clone()),
         (
             "NOMAD_ALLOC_NAME".into(),
@@ -183,16 +204,58 @@ pub fn task_env(p: &Placement, dir: &AllocDir, marker: &str) -> HashMap<String, 
         ("NOMAD_DC".into(), "dc1".into()),
         ("NOMAD_CPU_LIMIT".into(), "100".into()),
         ("NOMAD_MEMORY_LIMIT".into(), "64".into()),
-        (
-            "PATH".into(),
-            "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into(),
-        ),
         (MARKER_VAR.into(), marker.to_string()),
-    ])
+    ]);
+    // The agent's own environment, for keys the task's does not set (taskenv buildEnv).
+    for (k, v) in host_env {
+        env.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    env
 }
 
-/// The TaskConfig the client sends in StartTask (the fields plugins/drivers/utils.go fills:
-/// 100 MHz of CPU shares and 64 MiB of memory, the numbers of a small job).
+/// The task's directories as the task sees them: host paths for no isolation, `/alloc`,
+/// `/local` and `/secrets` inside a chroot or an image, the mounts directory's for unveil
+/// (task_dir_hook.go, setEnvvars).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskView {
+    pub alloc: String,
+    pub local: String,
+    pub secrets: String,
+}
+
+impl TaskView {
+    pub fn host(dir: &AllocDir) -> TaskView {
+        let s = |p: PathBuf| p.display().to_string();
+        TaskView {
+            alloc: s(dir.shared()),
+            local: s(dir.task_dir()),
+            secrets: s(dir.secrets_dir()),
+        }
+    }
+
+    pub fn inside() -> TaskView {
+        TaskView {
+            alloc: "/alloc".into(),
+            local: "/local".into(),
+            secrets: "/secrets".into(),
+        }
+    }
+}
+
+/// What the client fills in besides the configuration itself: the node-specific parts.
+#[derive(Clone, Debug, Default)]
+pub struct NodeParts {
+    /// `resources.linux_resources.cpuset_cgroup`.
+    pub cgroup: Option<PathBuf>,
+    /// `user` (a dynamic workload user, or none).
+    pub user: Option<String>,
+    /// The node's usable compute in MHz, for PercentTicks.
+    pub usable_compute_mhz: u64,
+}
+
+/// The TaskConfig the client sends in StartTask (the fields task_runner.go buildTaskConfig and
+/// plugins/drivers/utils.go fill: 100 MHz of CPU shares and 64 MiB of memory, the numbers of a
+/// small job, PercentTicks their share of the node, the task's cgroup and user).
 pub fn task_config(
     id: &str,
     p: &Placement,
@@ -200,8 +263,10 @@ pub fn task_config(
     fifos: &LogFifos,
     env: HashMap<String, String>,
     msgpack_driver_config: Vec<u8>,
+    node: &NodeParts,
 ) -> pb::TaskConfig {
     let memory_mb = 64;
+    let cpu_shares = 100;
     pb::TaskConfig {
         id: id.to_string(),
         name: p.task.clone(),
@@ -209,7 +274,7 @@ pub fn task_config(
         env,
         resources: Some(pb::Resources {
             allocated_resources: Some(pb::AllocatedTaskResources {
-                cpu: Some(pb::AllocatedCpuResources { cpu_shares: 100 }),
+                cpu: Some(pb::AllocatedCpuResources { cpu_shares }),
                 memory: Some(pb::AllocatedMemoryResources {
                     memory_mb,
                     memory_max_mb: 0,
@@ -217,12 +282,19 @@ pub fn task_config(
                 networks: Vec::new(),
             }),
             linux_resources: Some(pb::LinuxResources {
-                cpu_shares: 100,
+                cpu_shares,
                 memory_limit_bytes: memory_mb << 20,
+                cpuset_cgroup: node
+                    .cgroup
+                    .as_ref()
+                    .map(|c| c.display().to_string())
+                    .unwrap_or_default(),
+                percent_ticks: cpu_shares as f64 / node.usable_compute_mhz.max(1) as f64,
                 ..Default::default()
             }),
             ports: Vec::new(),
         }),
+        user: node.user.clone().unwrap_or_default(),
         alloc_dir: dir.root.display().to_string(),
         stdout_path: fifos.stdout_path.display().to_string(),
         stderr_path: fifos.stderr_path.display().to_string(),
@@ -245,6 +317,20 @@ pub struct Prepared {
     pub dir: AllocDir,
     pub fifos: LogFifos,
     pub config: pb::TaskConfig,
+    /// The directories as the task sees them.
+    pub view: TaskView,
+    /// The task's cgroup, when the harness made one.
+    pub cgroup: Option<PathBuf>,
+}
+
+/// Why a task cannot be prepared.
+#[derive(Debug)]
+pub enum PrepareError {
+    /// The node cannot do what Nomad's client would (the driver's isolation needs root): no
+    /// verdict on the driver.
+    Node(String),
+    /// The harness itself failed.
+    Harness(String),
 }
 
 /// Build what the client builds before StartTask for `placement` under `base`: `id` is the
@@ -252,27 +338,85 @@ pub struct Prepared {
 /// configuration. With `search_path = false` the task gets no PATH (generated configurations
 /// may name any command).
 pub fn prepare(
+    host: &TaskHost,
     base: &Path,
     placement: &Placement,
     id: &str,
     marker: &str,
     msgpack: Vec<u8>,
     search_path: bool,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, PrepareError> {
+    if let Some(why) = host.cannot_build() {
+        return Err(PrepareError::Node(why));
+    }
+    let harness = PrepareError::Harness;
     let dir = AllocDir::build(base, &placement.alloc_id, &placement.task)
-        .map_err(|e| format!("failed to build the alloc dir: {e}"))?;
+        .map_err(|e| harness(format!("failed to build the alloc dir: {e}")))?;
     let fifos = LogFifos::create(&dir.logs_dir(), &placement.task, 64 * 1024)
-        .map_err(|e| format!("failed to make the log FIFOs: {e}"))?;
-    let mut env = task_env(placement, &dir, marker);
+        .map_err(|e| harness(format!("failed to make the log FIFOs: {e}")))?;
+    let view = match host.isolation {
+        Isolation::None => TaskView::host(&dir),
+        Isolation::Chroot => {
+            build_chroot(&dir.task_root(), &dir.shared(), &host.chroot_env).map_err(harness)?;
+            TaskView::inside()
+        }
+        Isolation::Image => TaskView::inside(),
+        Isolation::Unveil => unveil_view(base, &dir).map_err(harness)?,
+    };
+    // Drivers that bring an image get none of the agent's environment.
+    let host_env: &[(String, String)] = if host.isolation == Isolation::Image {
+        &[]
+    } else {
+        &host.host_env
+    };
+    let mut env = task_env(placement, &view, marker, host_env);
     if !search_path {
         env.remove("PATH");
     }
-    let config = task_config(id, placement, &dir, &fifos, env, msgpack);
+    let cgroup = host.task_cgroup(&placement.alloc_id, &placement.task).ok();
+    let node = NodeParts {
+        cgroup: cgroup.clone(),
+        user: host.dynamic_user(),
+        usable_compute_mhz: host.usable_compute_mhz,
+    };
+    let config = task_config(id, placement, &dir, &fifos, env, msgpack, &node);
     Ok(Prepared {
         id: id.to_string(),
         dir,
         fifos,
         config,
+        view,
+        cgroup,
+    })
+}
+
+/// Unveil isolation: the task's directories bound under the mounts directory,
+/// `<base>/alloc_mounts/<alloc>-<task>/{alloc,local,secrets}` (task_dir.go, buildUnveil), as
+/// the task sees them.
+fn unveil_view(base: &Path, dir: &AllocDir) -> Result<TaskView, String> {
+    let alloc_name = dir
+        .root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mounts = base
+        .join("alloc_mounts")
+        .join(format!("{alloc_name}-{}", dir.task));
+    let pairs = [
+        ("alloc", dir.shared()),
+        ("local", dir.task_dir()),
+        ("secrets", dir.secrets_dir()),
+    ];
+    for (name, src) in &pairs {
+        let dst = mounts.join(name);
+        std::fs::create_dir_all(&dst).map_err(|e| format!("{}: {e}", dst.display()))?;
+        super::taskhost::bind(src, &dst, false)?;
+    }
+    let s = |n: &str| mounts.join(n).display().to_string();
+    Ok(TaskView {
+        alloc: s("alloc"),
+        local: s("local"),
+        secrets: s("secrets"),
     })
 }
 
@@ -340,6 +484,12 @@ mod tests {
         let parts: Vec<&str> = id.split('/').collect();
         assert_eq!(parts[..2], ["a1", "web"]);
         assert_eq!(parts[2].len(), 8);
+        assert!(
+            parts[2]
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+            "{id}"
+        );
         assert_ne!(id, task_id("a1", "web", &mut rng));
     }
 
@@ -358,11 +508,11 @@ mod tests {
             assert!(d.root.join(p).is_dir(), "{p}");
         }
         use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(d.secrets_dir())
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o700);
+        let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(d.secrets_dir()), 0o777);
+        assert_eq!(mode(d.task_dir()), 0o777);
+        assert_eq!(mode(d.root.join("alloc/tmp")), 0o1777);
+        crate::plugins::driver::taskhost::unmount_under(base.path());
     }
 
     #[tokio::test]
@@ -382,6 +532,7 @@ mod tests {
         assert!(st.success());
         for _ in 0..100 {
             if f.stdout_text() == "out\n" && f.stderr_text() == "err\n" {
+                crate::plugins::driver::taskhost::unmount_under(base.path());
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -16,6 +16,7 @@ use futures::future::BoxFuture;
 use super::Instance;
 use crate::ledger::{Resource, TeardownOutcome};
 use crate::plugins::driver::taskconfig::{kill_marked, marked_processes};
+use crate::plugins::driver::taskhost::{Cgroups, cgroup_members, destroy_cgroup, unmount_under};
 use crate::plugins::driver::{HostTimings, shutdown_like_nomad};
 use crate::recorder::CaseHandle;
 
@@ -24,6 +25,8 @@ struct Inner {
     instances: Vec<Arc<Instance>>,
     /// (task ID, marker) of every task a StartTask was sent for.
     tasks: Vec<(String, String)>,
+    /// The cgroups the harness made for them.
+    cgroups: Vec<std::path::PathBuf>,
 }
 
 /// The clause's plugin instances (the current one last) and tasks, shared by the World and
@@ -50,6 +53,14 @@ impl Instances {
         self.lock().tasks.push((id.to_string(), marker.to_string()));
     }
 
+    pub fn track_cgroup(&self, cgroup: Option<std::path::PathBuf>) {
+        if let Some(c) = cgroup
+            && !self.lock().cgroups.contains(&c)
+        {
+            self.lock().cgroups.push(c);
+        }
+    }
+
     /// The ledger entry that undoes all of it; `alloc_dirs` is where the clause builds its
     /// tasks' allocation directories.
     pub fn cleanup(
@@ -58,6 +69,7 @@ impl Instances {
         rpc: Duration,
         case: CaseHandle,
         alloc_dirs: std::path::PathBuf,
+        cgroups: Cgroups,
     ) -> Cleanup {
         Cleanup {
             instances: self.clone(),
@@ -65,6 +77,7 @@ impl Instances {
             rpc,
             case,
             alloc_dirs,
+            cgroups,
         }
     }
 }
@@ -76,6 +89,7 @@ pub struct Cleanup {
     rpc: Duration,
     case: CaseHandle,
     alloc_dirs: std::path::PathBuf,
+    cgroups: Cgroups,
 }
 
 /// How long a WaitTask of a destroyed task may take to come back before the harness takes it
@@ -144,9 +158,9 @@ impl Resource for Cleanup {
 
     fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
         Box::pin(async move {
-            let (instances, tasks) = {
+            let (instances, tasks, cgroups) = {
                 let i = self.instances.lock();
-                (i.instances.clone(), i.tasks.clone())
+                (i.instances.clone(), i.tasks.clone(), i.cgroups.clone())
             };
             let mut out = TeardownOutcome::default();
             let live = instances
@@ -209,6 +223,18 @@ impl Resource for Cleanup {
                 inst.client.close();
                 inst.process.kill_now().await;
             }
+            // A task's own cgroup (cgroup v2) shows what the driver left in it, whatever the
+            // processes' environment; then the client's last-resort kill and removal.
+            for cg in &cgroups {
+                let left = cgroup_members(&self.cgroups, cg);
+                if !left.is_empty() && !destroyed.is_empty() {
+                    out.leaked.push(format!(
+                        "processes {left:?} were still in the task's cgroup {} after DestroyTask(force) (the harness killed them through cgroup.kill, as Nomad's client does)",
+                        cg.display()
+                    ));
+                }
+                destroy_cgroup(&self.cgroups, cg);
+            }
             // Whatever still runs in the clause's allocation directories (a task whose
             // environment the harness cannot read included) is ended too; after a
             // DestroyTask(force) that succeeded it is the driver's leak.
@@ -229,6 +255,9 @@ impl Resource for Cleanup {
                         .join(", ")
                 ));
             }
+            // The client's own mounts of the task directories (tmpfs secrets, a chroot's
+            // binds), and whatever a driver left mounted there.
+            unmount_under(&self.alloc_dirs);
             for (_, marker) in &tasks {
                 let killed = kill_marked(marker).await;
                 if !killed.is_empty() && !destroyed.contains(marker) {

@@ -57,6 +57,8 @@ pub struct Task {
     pub fifos: LogFifos,
     /// The value of NOMAD_CONFORM_TASK in its environment.
     pub marker: String,
+    /// Its directories as it sees them (per the driver's isolation).
+    pub view: taskconfig::TaskView,
     pub placeholders: Placeholders,
     /// Nomad's WaitTask, made as soon as StartTask (or RecoverTask) succeeded.
     pub waiter: Option<waiter::Waiter>,
@@ -79,6 +81,9 @@ pub struct DriverWorld {
     fingerprint: Option<Arc<crate::plugins::driver::StreamHandle<drivers::FingerprintResponse>>>,
     events: Option<Arc<crate::plugins::driver::StreamHandle<drivers::DriverTaskEvent>>>,
     stats: Option<Arc<crate::plugins::driver::StreamHandle<drivers::TaskStatsResponse>>>,
+    /// The Fingerprint and TaskEvents streams the driver manager keeps open on the current
+    /// instance, opened before any task as on a real node.
+    node_streams: Option<NodeStreams>,
     /// Every stats message the clause collected, over the streams it opened.
     stats_messages: Vec<drivers::TaskStatsResponse>,
     exec: Option<exec::ExecResult>,
@@ -88,6 +93,12 @@ pub struct DriverWorld {
     last_start: Option<DriverRpc>,
     generated: Option<Result<u32, String>>,
 }
+
+/// The streams a driver manager keeps open on an instance: Fingerprint and TaskEvents.
+type NodeStreams = (
+    Arc<crate::plugins::driver::StreamHandle<drivers::FingerprintResponse>>,
+    Arc<crate::plugins::driver::StreamHandle<drivers::DriverTaskEvent>>,
+);
 
 /// How a launch failed, kept for the launch clauses.
 #[derive(Debug)]
@@ -106,6 +117,7 @@ impl SuiteWorld for DriverWorld {
             ctx.run.profile.driver.rpc_deadline,
             ctx.case.clone(),
             ctx.scratch.join("a"),
+            ctx.run.config.probe.host.cgroups.clone(),
         ));
         self.ctx = Some(ctx);
     }
@@ -420,6 +432,14 @@ impl DriverWorld {
             ));
         }
         self.capabilities_known()?;
+        // The driver manager opens both streams right after the instance is up, before any
+        // task runner asks for anything (drivermanager/instance.go, run).
+        let fp = inst
+            .client
+            .fingerprint(self.driver_profile().fingerprint_deadline, 4)
+            .await;
+        let events = inst.client.task_events(std::time::Duration::ZERO, 64).await;
+        self.node_streams = Some((Arc::new(fp), Arc::new(events)));
         Ok(vec![set, init])
     }
 
@@ -592,6 +612,7 @@ impl DriverWorld {
         };
         // Generated configurations may name any command: give them no search path.
         let prepared = taskconfig::prepare(
+            &self.config().probe.host,
             &base,
             &placement,
             &task_id,
@@ -599,15 +620,30 @@ impl DriverWorld {
             msgpack,
             shape != "generated",
         )
-        .map_err(|e| self.ctx().harness_error(e))?;
+        .map_err(|e| match e {
+            taskconfig::PrepareError::Node(why) => self.ctx().skip(format!(
+                "the harness cannot prepare the task as Nomad's client would on this node: {why}"
+            )),
+            taskconfig::PrepareError::Harness(why) => self.ctx().harness_error(why),
+        })?;
         let taskconfig::Prepared {
-            dir, fifos, config, ..
+            dir,
+            fifos,
+            config,
+            view,
+            cgroup,
+            ..
         } = prepared;
+        self.instances.track_cgroup(cgroup);
         self.instances.track_task(&task_id, &marker);
-        let (rpc, resp) = inst
+        let (mut rpc, resp) = inst
             .client
             .start_task(config.clone(), self.config().timings.task_call)
             .await;
+        crate::plugins::driver::taskhost::elide_agent_env(
+            &mut rpc.request,
+            &self.config().probe.host.host_env,
+        );
         self.record(&rpc);
         self.last_start = Some(rpc.clone());
         if broken_connection(&rpc) {
@@ -637,6 +673,7 @@ impl DriverWorld {
             dir,
             fifos,
             marker,
+            view,
             placeholders,
             waiter,
         });

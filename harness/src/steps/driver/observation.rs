@@ -212,8 +212,27 @@ async fn env_ok(w: &mut DriverWorld) -> StepResult {
     let t = w.task(0)?.clone();
     let (o, _) = fifo_texts(w).await?;
     let want = format!("marker={}", t.marker);
-    if o.contains(&want) {
+    // The directories as this task should see them, for the driver's isolation (printed as
+    // `dirs=ALLOC|TASK|SECRETS` by the --task-command shape; optional in --tasks shapes).
+    let dirs = format!("{}|{}|{}", t.view.alloc, t.view.local, t.view.secrets);
+    let seen_dirs = o
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("dirs="))
+        .map(str::to_string);
+    if o.contains(&want) && seen_dirs.as_ref().is_none_or(|d| *d == dirs) {
         return Ok(());
+    }
+    if o.contains(&want)
+        && let Some(d) = seen_dirs
+    {
+        return Err(crate::steps::failure_text(
+            &format!(
+                "NOMAD_ALLOC_DIR, NOMAD_TASK_DIR and NOMAD_SECRETS_DIR as Nomad sets them for this driver's filesystem isolation ({})",
+                dirs
+            ),
+            &format!("the task saw {d}"),
+            &[w.spec().command_line()],
+        ));
     }
     if !o.contains(&t.placeholders.stdout) {
         return Err(w.precondition(

@@ -149,10 +149,14 @@ pub(super) async fn recover(
     form: HandleForm,
 ) -> Result<DriverRpc, String> {
     let handle = handle_as(w, i, form)?;
-    let (rpc, _) = w
+    let (mut rpc, _) = w
         .client()?
         .recover_task(handle, w.config().timings.task_call)
         .await;
+    crate::plugins::driver::taskhost::elide_agent_env(
+        &mut rpc.request,
+        &w.config().probe.host.host_env,
+    );
     w.record(&rpc);
     let waiter = rpc.ok().then(|| {
         let id = w.tasks[i].id.clone();
