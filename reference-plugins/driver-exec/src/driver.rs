@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nomad_conform_proto::nomad::drivers::driver_capabilities::FsIsolation;
 use nomad_conform_proto::nomad::drivers::driver_server::Driver;
 use nomad_conform_proto::nomad::drivers::network_isolation_spec::NetworkIsolationMode;
 use nomad_conform_proto::nomad::drivers::*;
@@ -30,7 +29,9 @@ use crate::fingerprint::FingerprintStream;
 use crate::plugin::Plugin;
 use crate::stats::StatsStream;
 use crate::variants::Variant;
-use crate::{exec, exec_stream, fingerprint, rpc, start, stats, stop, taskconfig};
+use crate::{
+    exec, exec_stream, fingerprint, isolation, rpc, start, stats, stop, taskconfig, users,
+};
 
 /// Go's zero `time.Time` as a protobuf timestamp (0001-01-01T00:00:00Z): what Go drivers send
 /// as `completed_at` while a task runs. Nomad cannot convert a *missing* timestamp.
@@ -61,14 +62,11 @@ impl DriverService {
             capabilities: Some(DriverCapabilities {
                 send_signals: stop::sends_signals(&self.plugin),
                 exec: !self.plugin.variants.has(Variant::NoExec),
-                fs_isolation: if self.plugin.faults.has(Fault::ClaimsChroot) {
-                    FsIsolation::Chroot as i32
-                } else {
-                    FsIsolation::None as i32
-                },
+                fs_isolation: isolation::fs_isolation(&self.plugin) as i32,
                 // Tasks share the host's network.
                 network_isolation_modes: vec![NetworkIsolationMode::Host as i32],
                 must_create_network: false,
+                dynamic_workload_users: users::asks_for_users(&self.plugin.variants),
                 ..Default::default()
             }),
         })

@@ -1,8 +1,10 @@
 //! ExecTask: run a command in a task's context and return its output (Nomad's script checks).
 //!
 //! "The task's context" for a driver without isolation is the task's environment and its
-//! task directory as working directory. The command runs in a process group of its own; at
-//! the timeout the whole group is killed and the call fails with DEADLINE_EXCEEDED.
+//! task directory as working directory. With the chroot or image variant it is also the
+//! task's mount namespace and root (working directory `/`); with dynamic-users, the task's
+//! user and cgroup (`confine.rs`). The command runs in a process group of its own; at the
+//! timeout the whole group is killed and the call fails with DEADLINE_EXCEEDED.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -15,10 +17,10 @@ use tonic::Status;
 
 use crate::faults::Fault;
 use crate::plugin::Plugin;
-use crate::process;
 use crate::rpc;
 use crate::tasks::Task;
 use crate::variants::Variant;
+use crate::{confine, isolation, process};
 
 /// Whether exec is on (the no-exec variant turns it off, and Capabilities says so).
 pub fn check_enabled(plugin: &Plugin) -> Result<(), Status> {
@@ -30,17 +32,27 @@ pub fn check_enabled(plugin: &Plugin) -> Result<(), Status> {
     Ok(())
 }
 
-/// `argv` as a command in `task`'s environment and directory, without stdio set.
-pub fn task_command(task: &Task, argv: &[String]) -> Result<tokio::process::Command, Status> {
+/// `argv` as a command in `task`'s environment and directory, and in whatever else confines
+/// the task, without stdio set.
+pub fn task_command(
+    plugin: &Plugin,
+    task: &Task,
+    argv: &[String],
+) -> Result<tokio::process::Command, Status> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| rpc::bad_request("the command is empty"))?;
+    let entry = confine::for_exec(plugin, task)?;
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)
         .env_clear()
         .envs(&task.config.env)
         .current_dir(task_dir(task));
+    if let Some(path) = isolation::missing_path(&plugin.variants, &task.config.env) {
+        command.env("PATH", path);
+    }
+    entry.install_async(&mut command);
     Ok(command)
 }
 
@@ -58,7 +70,7 @@ pub async fn exec_task(
         .timeout
         .and_then(|t| Duration::try_from(t).ok())
         .ok_or_else(|| rpc::bad_request("ExecTask needs a timeout"))?;
-    let mut command = task_command(&task, &request.command)?;
+    let mut command = task_command(plugin, &task, &request.command)?;
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

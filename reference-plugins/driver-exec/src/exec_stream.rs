@@ -62,7 +62,7 @@ pub async fn start(
         .ok_or_else(|| rpc::bad_request("first message should always be setup"))?;
     let task = plugin.task(&setup.task_id)?;
     let tty = setup.tty && !plugin.faults.has(Fault::ExecStreamNoPty);
-    let mut session = Session::spawn(&task, &setup.command, tty, &plugin.faults)?;
+    let mut session = Session::spawn(&plugin, &task, &setup.command, tty)?;
     // Whatever else the first message carries counts too.
     session.input.apply(first).await;
 
@@ -90,8 +90,9 @@ struct Input {
 }
 
 impl Session {
-    fn spawn(task: &Task, argv: &[String], tty: bool, faults: &Faults) -> Result<Session, Status> {
-        let mut command = exec::task_command(task, argv)?;
+    fn spawn(plugin: &Plugin, task: &Task, argv: &[String], tty: bool) -> Result<Session, Status> {
+        let faults = &plugin.faults;
+        let mut command = exec::task_command(plugin, task, argv)?;
         let failed =
             |err: std::io::Error| rpc::failed(format!("failed to run {:?}: {err}", argv[0]));
         if tty {

@@ -18,8 +18,10 @@
 //!   `exec_stream` and `pty`;
 //! - `taskconfig`: the task's `config {}`; `supervisor`: the process between plugin and task;
 //!   `tasks`: the in-memory task table; `handle`: the TaskHandle's driver_state; `process`:
-//!   signals and `/proc`; `invisible`: tasks without their env (a variant); `crash`: dying
-//!   as a Go plugin panics (faults);
+//!   signals and `/proc`; `invisible`: tasks without their env (a variant); `isolation`:
+//!   tasks in a root filesystem of their own (variants); `users`: tasks as dynamic workload
+//!   users in their cgroup (a variant); `confine`: how a task's process and its execs enter
+//!   those; `crash`: dying as a Go plugin panics (faults);
 //! - `rpc`: error codes and call logging; `plugin`: what services share; `faults`,
 //!   `variants`, `switches`: the switches.
 //!
@@ -28,6 +30,7 @@
 
 mod base;
 mod config;
+mod confine;
 mod crash;
 mod driver;
 mod events;
@@ -39,6 +42,7 @@ mod goplugin;
 mod handle;
 mod hclspec;
 mod invisible;
+mod isolation;
 mod launch;
 mod log;
 mod msgpack;
@@ -54,6 +58,7 @@ mod supervisor;
 mod switches;
 mod taskconfig;
 mod tasks;
+mod users;
 mod variants;
 
 use std::path::PathBuf;
@@ -133,6 +138,11 @@ fn main() -> ExitCode {
 
     let faults = Faults::new(cli.faults);
     let variants = Variants::new(cli.variants);
+    if let Some(why) = variants::conflict(&variants) {
+        // A bad command line, as clap's own errors are.
+        eprintln!("error: {why}");
+        return ExitCode::from(2);
+    }
     log::init(&faults);
     if let Err(message) = launch::check_cookie(&faults) {
         eprintln!("{message}");

@@ -4,7 +4,10 @@
 //! supervisor start `command args...` with the task's environment, in the task directory
 //! (`<alloc_dir>/<task name>`), writing to the FIFOs Nomad gave (`stdout_path`,
 //! `stderr_path`). Its handle carries what RecoverTask needs to find the task again. (With the
-//! invisible-tasks variant, `invisible.rs` hides the environment from the task's processes.)
+//! invisible-tasks variant, `invisible.rs` hides the environment from the task's processes;
+//! with chroot or image, `isolation.rs` gives the task a root of its own; with dynamic-users,
+//! `users.rs` checks the task's user and cgroup; with slow-start, StartTask first waits
+//! [`SLOW_START`], as a driver pulling an image does.)
 //!
 //! RecoverTask rebuilds a task from that handle after a plugin restart: if the supervisor
 //! recorded an exit, the task has exited (maybe while no plugin was running); if the
@@ -13,7 +16,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use nomad_conform_proto::nomad::drivers::{
     ExitResult, RecoverTaskRequest, StartTaskRequest, StartTaskResponse, TaskConfig,
@@ -23,17 +26,22 @@ use tonic::Status;
 use crate::faults::Fault;
 use crate::handle::{self, DriverState, HANDLE_VERSION};
 use crate::invisible::{self, Hidden};
+use crate::isolation;
 use crate::plugin::Plugin;
 use crate::process::{self, TaskProcesses};
 use crate::rpc;
 use crate::supervisor::{self, Launch};
 use crate::taskconfig;
 use crate::tasks::{self, Supervisor, Task};
-use crate::variants::Variant;
-use crate::{crash, log};
+use crate::variants::{Variant, Variants};
+use crate::{crash, log, users};
 
 /// The file in a task's state directory where its supervisor records the exit.
 const STATUS_FILE: &str = "exit-status.json";
+
+/// How long StartTask waits before it starts a task with the slow-start variant: longer than
+/// the 30 s a client might expect a start to take.
+const SLOW_START: Duration = Duration::from_secs(35);
 
 pub async fn start_task(
     plugin: &Plugin,
@@ -82,13 +90,39 @@ pub async fn start_task(
             "failed to start task: runtime binary /usr/bin/firecracker does not exist",
         ));
     }
+    // dynamic-users: a plain error, as a Go driver's fmt.Errorf reaches Nomad.
+    let user = users::of_task(variants, &config).map_err(rpc::failed)?;
+    let delay = start_delay(variants);
+    if !delay.is_zero() {
+        log::info(
+            "pulling the task's image (slow-start variant)",
+            &[
+                ("task_id", config.id.clone()),
+                ("delay", format!("{}s", delay.as_secs())),
+            ],
+        );
+        tokio::time::sleep(delay).await;
+    }
 
     let status_file = prepare_state_dir(&plugin.state_dir, &config.id)
         .map_err(|why| rpc::start_error(variants, why))?;
+    let task_state_dir = status_file.parent().unwrap_or(&plugin.state_dir);
+    // chroot, image: the task's root.
+    let isolation = isolation::of(variants).map(|isolation| {
+        (
+            isolation,
+            isolation::root(isolation, &task_dir, task_state_dir),
+        )
+    });
+    if let Some((isolation, root)) = &isolation {
+        isolation::prepare(*isolation, root).map_err(|why| {
+            remove_task_state(&status_file);
+            rpc::start_error(variants, why)
+        })?;
+    }
     let env = task_env(&config, plugin);
     // invisible-tasks: the task's processes start with PATH only.
     let Hidden { argv, env } = if variants.has(Variant::InvisibleTasks) {
-        let task_state_dir = status_file.parent().unwrap_or(&plugin.state_dir);
         invisible::hide(spec.argv(), &env, task_state_dir).map_err(|why| {
             remove_task_state(&status_file);
             rpc::start_error(variants, why)
@@ -116,6 +150,11 @@ pub async fn start_task(
         stderr: &stderr,
         status_file: &status_file,
         same_session: !own_session,
+        isolation: isolation
+            .as_ref()
+            .map(|(isolation, root)| (*isolation, root.as_path())),
+        alloc_dir: Path::new(&config.alloc_dir),
+        user: user.as_ref(),
     })
     .await
     .map_err(|why| {
@@ -247,8 +286,19 @@ pub fn recover_task(plugin: &Plugin, request: RecoverTaskRequest) -> Result<(), 
     Ok(())
 }
 
+/// How long StartTask waits before it starts the task: [`SLOW_START`] with the slow-start
+/// variant (the image pull), else not at all.
+fn start_delay(variants: &Variants) -> Duration {
+    if variants.has(Variant::SlowStart) {
+        SLOW_START
+    } else {
+        Duration::ZERO
+    }
+}
+
 /// The task's environment: Nomad's, unchanged (its NOMAD_* variables already describe the
-/// task directory, the alloc directory, ports, ...).
+/// task directory, the alloc directory, ports, ...). With the image variant, a PATH if Nomad
+/// gave none (it gives image drivers no agent environment), as an image's config would.
 fn task_env(config: &TaskConfig, plugin: &Plugin) -> HashMap<String, String> {
     if plugin.faults.has(Fault::EnvDropped) {
         return HashMap::new();
@@ -256,6 +306,9 @@ fn task_env(config: &TaskConfig, plugin: &Plugin) -> HashMap<String, String> {
     let mut env = config.env.clone();
     if plugin.faults.has(Fault::TaskDirEnvWrong) {
         env.insert("NOMAD_TASK_DIR".into(), config.alloc_dir.clone());
+    }
+    if let Some(path) = isolation::missing_path(&plugin.variants, &env) {
+        env.insert("PATH".into(), path.into());
     }
     env
 }
@@ -287,12 +340,25 @@ fn prepare_state_dir(state_dir: &Path, task_id: &str) -> Result<PathBuf, String>
 }
 
 /// Removes what StartTask wrote into a task's state directory (the status file and, with the
-/// invisible-tasks variant, the env file), then the directory if that left it empty. Nothing
-/// else: the path may have come back from a handle.
+/// invisible-tasks variant, the env file; with the image variant, the root's directory, empty
+/// on the host), then the directory if that left it empty. Nothing else: the path may have
+/// come back from a handle.
 pub fn remove_task_state(status_file: &Path) {
     let Some(dir) = status_file.parent() else {
         return;
     };
+    if let Err(err) = isolation::remove_root(dir) {
+        log::warn(
+            "failed to remove the task's root directory",
+            &[
+                (
+                    "path",
+                    dir.join(isolation::ROOTFS_DIR).display().to_string(),
+                ),
+                ("error", err.to_string()),
+            ],
+        );
+    }
     for file in [status_file.to_path_buf(), dir.join(invisible::ENV_FILE)] {
         if let Err(err) = std::fs::remove_file(&file)
             && err.kind() != std::io::ErrorKind::NotFound
@@ -333,4 +399,19 @@ fn start_stray_process(config: &TaskConfig) {
         .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let _ = command.spawn();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_start_waits_at_least_35_seconds_and_only_with_the_variant() {
+        assert!(start_delay(&Variants::new([Variant::SlowStart])) >= Duration::from_secs(35));
+        assert_eq!(start_delay(&Variants::default()), Duration::ZERO);
+        assert_eq!(
+            start_delay(&Variants::new([Variant::Image, Variant::DynamicUsers])),
+            Duration::ZERO
+        );
+    }
 }

@@ -5,14 +5,18 @@
 //! not start a task itself: it re-executes its own binary as
 //!
 //! ```text
-//! driver-exec supervise --status-file F --stdout P --stderr P --task-dir D -- COMMAND ARGS...
+//! driver-exec supervise --status-file F --stdout P --stderr P --task-dir D
+//!     [--isolation chroot|image --root R [--alloc-dir A]] [--user-id N --cgroup C]
+//!     -- COMMAND ARGS...
 //! ```
 //!
 //! with exactly the task's environment. The supervisor
 //! 1. starts a new session (so neither the plugin's death nor a signal to the plugin's process
 //!    group reaches it or the task),
 //! 2. opens the log FIFOs for writing and starts the task in the task directory, as the
-//!    leader of a process group of its own (the group StopTask and SignalTask signal),
+//!    leader of a process group of its own (the group StopTask and SignalTask signal); with
+//!    `--isolation` it first makes the task's mount namespace and root (`isolation.rs`), and
+//!    the task enters its root, cgroup and user between fork and exec (`confine.rs`),
 //! 3. reports one JSON line on its stdout to the plugin: the task's pid, or why it could not
 //!    start it,
 //! 4. waits for the task and writes its exit status atomically to the status file (temporary
@@ -36,7 +40,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
-use crate::process;
+use crate::confine::{self, Entry};
+use crate::isolation::{self, Isolation};
+use crate::{process, users};
 
 /// How long StartTask waits for the supervisor's report. Opening a FIFO for writing blocks
 /// until its reader (Nomad's logmon) has opened it.
@@ -60,6 +66,21 @@ pub struct SuperviseArgs {
     /// Stay in the caller's session and process group (the tasks-die-with-plugin fault)
     #[arg(long)]
     same_session: bool,
+    /// Run the task in a root filesystem of its own, in a mount namespace of its own
+    #[arg(long, value_enum, requires = "root")]
+    isolation: Option<Isolation>,
+    /// The task's root (the task directory for chroot, an empty directory for image)
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// The allocation directory, whose `alloc` an image root gets at /alloc
+    #[arg(long, value_name = "DIR")]
+    alloc_dir: Option<PathBuf>,
+    /// Run the task as this uid and gid, without supplementary groups
+    #[arg(long, value_name = "N", requires = "cgroup")]
+    user_id: Option<u32>,
+    /// Put the task into this cgroup
+    #[arg(long, value_name = "DIR")]
+    cgroup: Option<PathBuf>,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -91,6 +112,12 @@ pub struct Launch<'a> {
     pub stderr: &'a Path,
     pub status_file: &'a Path,
     pub same_session: bool,
+    /// The isolation and the task's root (chroot and image variants).
+    pub isolation: Option<(Isolation, &'a Path)>,
+    /// The allocation directory (for an image root's /alloc).
+    pub alloc_dir: &'a Path,
+    /// The task's dynamic workload user (dynamic-users variant).
+    pub user: Option<&'a users::DynamicUser>,
 }
 
 /// A started task.
@@ -103,8 +130,15 @@ pub struct Supervised {
 
 /// Plugin side: starts a supervisor and waits for its report.
 pub async fn launch(request: Launch<'_>) -> Result<Supervised, String> {
-    let exe = std::env::current_exe()
-        .map_err(|err| format!("failed to find the driver's own binary: {err}"))?;
+    // The running binary through /proc, not by path: a rebuild that replaces
+    // the file on disk must not stop this plugin from starting tasks.
+    let running = std::path::PathBuf::from("/proc/self/exe");
+    let exe = if running.exists() {
+        running
+    } else {
+        std::env::current_exe()
+            .map_err(|err| format!("failed to find the driver's own binary: {err}"))?
+    };
     let mut command = tokio::process::Command::new(exe);
     command
         .arg("supervise")
@@ -118,6 +152,24 @@ pub async fn launch(request: Launch<'_>) -> Result<Supervised, String> {
         .arg(request.task_dir);
     if request.same_session {
         command.arg("--same-session");
+    }
+    if let Some((isolation, root)) = request.isolation {
+        let name = match isolation {
+            Isolation::Chroot => "chroot",
+            Isolation::Image => "image",
+        };
+        command
+            .args(["--isolation", name, "--root"])
+            .arg(root)
+            .arg("--alloc-dir")
+            .arg(request.alloc_dir);
+    }
+    if let Some(user) = request.user {
+        command
+            .arg("--user-id")
+            .arg(user.id.to_string())
+            .arg("--cgroup")
+            .arg(&user.cgroup);
     }
     command
         .arg("--")
@@ -216,6 +268,17 @@ fn start_task(args: &SuperviseArgs) -> Result<std::process::Child, String> {
     let stdout = open(&args.stdout)?;
     let stderr = open(&args.stderr)?;
     let (program, rest) = args.command.split_first().ok_or("no command")?;
+    // What the task enters is built and opened here, as root and with the host's paths in
+    // view: the task may no longer see them (chroot) or be allowed to open them (its user).
+    let mut entry = Entry::default();
+    if let (Some(isolation), Some(root)) = (args.isolation, &args.root) {
+        isolation::build(isolation, root, &args.task_dir, args.alloc_dir.as_deref())?;
+        entry.root = Some(confine::c_path(root)?);
+    }
+    if let (Some(id), Some(cgroup)) = (args.user_id, &args.cgroup) {
+        entry.cgroup = Some(users::open_cgroup(cgroup)?);
+        entry.user = Some(id);
+    }
     let mut command = Command::new(program);
     command
         .args(rest)
@@ -226,11 +289,13 @@ fn start_task(args: &SuperviseArgs) -> Result<std::process::Child, String> {
     if !args.same_session {
         command.process_group(0);
     }
+    entry.install(&mut command);
     command
         .spawn()
         .map_err(|err| format!("failed to start {program:?}: {err}"))
-    // `command`, and with it our copies of the FIFOs, is dropped here: only the task holds
-    // them, so the reader sees end-of-file when the task's output ends.
+    // `command`, and with it our copies of the FIFOs (and of the cgroup file), is dropped
+    // here: only the task holds them, so the reader sees end-of-file when the task's output
+    // ends.
 }
 
 fn report(report: &StartReport) {

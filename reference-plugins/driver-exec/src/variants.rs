@@ -42,7 +42,55 @@ switches! {
         NoSendSignals = "no-send-signals":
             "Capabilities says send_signals=false; SignalTask fails, and StopTask ignores the \
              signal and SIGKILLs the task's process group at once",
+        Chroot = "chroot":
+            "Capabilities says fs_isolation=CHROOT; each task, and each exec in it, runs \
+             chrooted into its task directory (the root the client built), in a mount \
+             namespace of its own where the driver mounts the host's /dev and a fresh /proc",
+        Image = "image":
+            "Capabilities says fs_isolation=IMAGE; the driver builds each task's root itself \
+             (read-only host /usr, /etc, /lib, /lib64, /bin, /sbin; /dev, /proc, a tmpfs /tmp; \
+             /alloc, /local, /secrets) in a mount namespace of its own, and runs the task and \
+             its execs chrooted into it",
+        DynamicUsers = "dynamic-users":
+            "Capabilities says dynamic_workload_users=true; StartTask refuses a task without a \
+             user or an existing cgroup path, and runs it (and its execs) as uid = gid = N of \
+             its user nomad-<N>, in that cgroup",
+        SlowStart = "slow-start":
+            "StartTask waits 35 s before it starts the task (a driver pulling an image); \
+             RecoverTask is not slowed",
     }
+}
+
+/// Variants that cannot be on together, and why.
+const CONFLICTS: &[(Variant, Variant, &str)] = &[
+    (
+        Variant::Chroot,
+        Variant::Image,
+        "a driver has one filesystem isolation",
+    ),
+    (
+        Variant::InvisibleTasks,
+        Variant::Chroot,
+        "the task's env file lies in the state directory, outside the task's root",
+    ),
+    (
+        Variant::InvisibleTasks,
+        Variant::Image,
+        "the task's env file lies in the state directory, outside the task's root",
+    ),
+    (
+        Variant::InvisibleTasks,
+        Variant::DynamicUsers,
+        "the task's env file is readable by root only",
+    ),
+];
+
+/// Why the variants switched on cannot be on together, if they cannot.
+pub fn conflict(variants: &Variants) -> Option<String> {
+    CONFLICTS
+        .iter()
+        .find(|(a, b, _)| variants.has(*a) && variants.has(*b))
+        .map(|(a, b, why)| format!("--variant {a} and --variant {b} exclude each other: {why}"))
 }
 
 /// The variants switched on for this run; empty for the default plugin.
@@ -76,6 +124,27 @@ mod tests {
                 .parse::<Variant>()
                 .unwrap_err()
                 .contains("unknown variant")
+        );
+    }
+
+    #[test]
+    fn conflicting_variants_are_named() {
+        assert_eq!(conflict(&Variants::default()), None);
+        assert_eq!(
+            conflict(&Variants::new([Variant::Chroot, Variant::DynamicUsers])),
+            None
+        );
+        let both = conflict(&Variants::new([Variant::Image, Variant::Chroot])).unwrap();
+        assert!(
+            both.contains("--variant chroot and --variant image"),
+            "{both}"
+        );
+        assert!(
+            conflict(&Variants::new([
+                Variant::InvisibleTasks,
+                Variant::DynamicUsers
+            ]))
+            .is_some()
         );
     }
 }

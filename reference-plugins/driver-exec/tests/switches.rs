@@ -3,6 +3,7 @@
 
 mod support;
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -11,6 +12,7 @@ use nomad_conform_proto::goplugin::ConnInfo;
 use nomad_conform_proto::nomad::base::{
     ConfigSchemaRequest, PluginInfoRequest, PluginType, SetConfigRequest,
 };
+use nomad_conform_proto::nomad::drivers::driver_capabilities::FsIsolation;
 use nomad_conform_proto::nomad::drivers::fingerprint_response::HealthState;
 use nomad_conform_proto::nomad::drivers::{
     CapabilitiesRequest, DestroyTaskRequest, ExecTaskRequest, FingerprintRequest, InitRequest,
@@ -883,4 +885,389 @@ async fn invisible_tasks_variant_hides_the_env_from_proc_but_not_from_the_script
     let task = scratch.task("code", &["/bin/sh", "-c", "exit 7"]);
     clients.start(&task).await;
     assert_eq!(clients.wait(&task.id(), 10).await.exit_code, 7);
+}
+
+/// The driver's Capabilities.
+async fn capabilities(
+    clients: &mut Clients,
+) -> nomad_conform_proto::nomad::drivers::DriverCapabilities {
+    clients
+        .driver
+        .capabilities(CapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .capabilities
+        .unwrap()
+}
+
+/// StopTask (SIGTERM, then SIGKILL after 5 s) and DestroyTask, checking the signal.
+async fn stop_and_destroy(clients: &mut Clients, task_id: &str) {
+    within(
+        10,
+        "StopTask",
+        clients.driver.stop_task(StopTaskRequest {
+            task_id: task_id.to_string(),
+            timeout: Some(duration(5.0)),
+            signal: "SIGTERM".into(),
+        }),
+    )
+    .await
+    .expect("StopTask");
+    assert_eq!(clients.wait(task_id, 5).await.signal, 15);
+    clients
+        .driver
+        .destroy_task(DestroyTaskRequest {
+            task_id: task_id.to_string(),
+            force: true,
+        })
+        .await
+        .expect("DestroyTask");
+}
+
+#[tokio::test]
+async fn claims_chroot_fault_claims_chroot_but_tasks_see_the_host() {
+    let mut setup = Setup::new(&["--fault", "claims-chroot"]).await;
+    assert_eq!(
+        capabilities(&mut setup.clients).await.fs_isolation,
+        FsIsolation::Chroot as i32
+    );
+    let task = setup.scratch.task("t", &["/bin/sh", "-c", "pwd"]);
+    setup.clients.start(&task).await;
+    assert_eq!(
+        task.stdout.all(10),
+        format!("{}\n", task.task_dir.display())
+    );
+}
+
+#[tokio::test]
+async fn chroot_variant_runs_tasks_and_execs_in_the_task_directory() {
+    let mut setup = Setup::new(&["--variant", "chroot"]).await;
+    let caps = capabilities(&mut setup.clients).await;
+    assert_eq!(caps.fs_isolation, FsIsolation::Chroot as i32);
+    assert!(!caps.dynamic_workload_users);
+
+    let host = setup.scratch.marker();
+    let script = format!(
+        "pwd; echo \"[$NOMAD_TASK_DIR]\"; echo /*; \
+         test -c /dev/null && echo dev; test -r /proc/self/stat && echo proc; \
+         test -e {host} || echo sealed; echo made > /local/from-task; echo ready; \
+         exec sleep 30"
+    );
+    let mut task = setup.scratch.task("t", &["/bin/sh", "-c", &script]);
+    // What the client gives a chroot task.
+    task.config
+        .env
+        .insert("NOMAD_TASK_DIR".into(), "/local".into());
+    minimal_chroot(&task.task_dir, &["sh", "sleep"]);
+    setup.clients.start(&task).await;
+    let lines: Vec<String> = (0..7).map(|_| task.stdout.line(10)).collect();
+    assert_eq!(lines[0], "/\n");
+    assert_eq!(lines[1], "[/local]\n");
+    let root: Vec<&str> = lines[2].split_whitespace().collect();
+    for entry in [
+        "/bin", "/dev", "/local", "/proc", "/secrets", "/tmp", "/usr",
+    ] {
+        assert!(root.contains(&entry), "{entry} missing from / {root:?}");
+    }
+    assert_eq!(lines[3..], ["dev\n", "proc\n", "sealed\n", "ready\n"]);
+    assert_eq!(
+        std::fs::read_to_string(task.task_dir.join("local/from-task")).unwrap(),
+        "made\n"
+    );
+    // The driver's mounts stay in the task's namespace.
+    assert_eq!(mounts_under(setup.scratch.path()), Vec::<String>::new());
+
+    let check = format!("pwd; read x < /local/from-task; echo $x; test -e {host} || echo sealed");
+    let (stdout, stderr, code) = exec_script(&mut setup.clients, &task.id(), &check).await;
+    assert_eq!(
+        (stdout.as_str(), code),
+        ("/\nmade\nsealed\n", 0),
+        "{stderr}"
+    );
+    let (stdout, code) =
+        exec_stream_script(&mut setup.clients, &task.id(), "pwd; echo /*", true).await;
+    assert_eq!(code, 0);
+    assert!(
+        stdout.starts_with("/\r\n") && stdout.contains("/local"),
+        "{stdout:?}"
+    );
+    let (stdout, code) = exec_stream_script(
+        &mut setup.clients,
+        &task.id(),
+        "test -e /proc/1 && pwd",
+        false,
+    )
+    .await;
+    assert_eq!((stdout.as_str(), code), ("/\n", 0));
+
+    stop_and_destroy(&mut setup.clients, &task.id()).await;
+    assert_eq!(mounts_under(setup.scratch.path()), Vec::<String>::new());
+    // A task whose root lacks its command fails to start, as argv[0] is looked up inside.
+    let task = setup.scratch.task("bare", &["/bin/sh", "-c", "true"]);
+    let status = setup
+        .driver()
+        .start_task(task.start_request())
+        .await
+        .expect_err("no /bin/sh in the task directory");
+    assert!(status.message().contains("/bin/sh"), "{status:?}");
+}
+
+#[tokio::test]
+async fn image_variant_builds_the_root_and_survives_a_plugin_restart() {
+    let scratch = Scratch::new();
+    let args = ["--variant", "image"];
+    let mut first = PluginProcess::launch(&scratch, &args);
+    let mut clients = first.connect().await;
+    assert_eq!(
+        capabilities(&mut clients).await.fs_isolation,
+        FsIsolation::Image as i32
+    );
+
+    let host_tmp_file = format!("/tmp/driver-exec-image-{}", std::process::id());
+    let script = format!(
+        "pwd; echo /*; echo \"$PATH\"; (: > /usr/.driver-exec-test) 2>/dev/null || echo ro; (: >> /etc/hosts) 2>/dev/null || echo ro; \
+         echo made > /local/from-task; echo tmp > {host_tmp_file}; test -d /alloc/logs && echo alloc; \
+         test -c /dev/null && echo dev; test -r /proc/self/stat && echo proc; echo ready; \
+         exec sleep 30"
+    );
+    let mut task = scratch.task("t", &["/bin/sh", "-c", &script]);
+    // Nomad gives image drivers no agent environment, so no PATH.
+    task.config.env.remove("PATH");
+    let handle = clients.start(&task).await;
+    let mut expected: Vec<&str> = ["bin", "etc", "lib", "lib64", "sbin", "usr"]
+        .into_iter()
+        .filter(|name| std::fs::symlink_metadata(Path::new("/").join(name)).is_ok())
+        .collect();
+    expected.extend(["alloc", "dev", "local", "proc", "secrets", "tmp"]);
+    expected.sort();
+    let expected: Vec<String> = expected.iter().map(|name| format!("/{name}")).collect();
+    assert_eq!(task.stdout.line(10), "/\n");
+    assert_eq!(task.stdout.line(5), format!("{}\n", expected.join(" ")));
+    assert!(task.stdout.line(5).contains("/usr/bin"), "PATH");
+    for line in ["ro\n", "ro\n", "alloc\n", "dev\n", "proc\n", "ready\n"] {
+        assert_eq!(task.stdout.line(5), line);
+    }
+    assert_eq!(
+        std::fs::read_to_string(task.task_dir.join("local/from-task")).unwrap(),
+        "made\n"
+    );
+    assert!(!Path::new(&host_tmp_file).exists(), "/tmp is the host's");
+    assert_eq!(mounts_under(scratch.path()), Vec::<String>::new());
+    let rootfs: Vec<PathBuf> = std::fs::read_dir(scratch.state_dir())
+        .unwrap()
+        .flatten()
+        .map(|dir| dir.path().join("rootfs"))
+        .filter(|dir| dir.is_dir())
+        .collect();
+    assert_eq!(rootfs.len(), 1);
+    assert_eq!(
+        std::fs::read_dir(&rootfs[0]).unwrap().count(),
+        0,
+        "rootfs on the host"
+    );
+
+    // A restarted plugin recovers the task; execs still enter its root.
+    first.kill_group();
+    let second = PluginProcess::launch(&scratch, &args);
+    let mut clients = second.connect().await;
+    clients
+        .driver
+        .recover_task(RecoverTaskRequest {
+            task_id: String::new(),
+            handle: Some(handle),
+        })
+        .await
+        .expect("RecoverTask");
+    let check = format!("pwd; cat /local/from-task; cat {host_tmp_file}; id -u");
+    let (stdout, stderr, code) = exec_script(&mut clients, &task.id(), &check).await;
+    assert_eq!(
+        (stdout.as_str(), code),
+        ("/\nmade\ntmp\n0\n", 0),
+        "{stderr}"
+    );
+    let (stdout, code) = exec_stream_script(&mut clients, &task.id(), "echo /*", true).await;
+    assert_eq!(
+        (stdout.as_str(), code),
+        (format!("{}\r\n", expected.join(" ")).as_str(), 0)
+    );
+    stop_and_destroy(&mut clients, &task.id()).await;
+    assert!(!rootfs[0].exists(), "rootfs outlived the task");
+    assert_eq!(mounts_under(scratch.path()), Vec::<String>::new());
+
+    // Exit codes come through.
+    let task = scratch.task("code", &["/bin/sh", "-c", "exit 7"]);
+    clients.start(&task).await;
+    assert_eq!(clients.wait(&task.id(), 10).await.exit_code, 7);
+}
+
+#[tokio::test]
+async fn dynamic_users_variant_refuses_tasks_without_user_or_cgroup() {
+    let cgroup = TestCgroup::new();
+    let mut setup = Setup::new(&["--variant", "dynamic-users"]).await;
+    assert!(
+        capabilities(&mut setup.clients)
+            .await
+            .dynamic_workload_users
+    );
+    let cgroup_path = cgroup.path.display().to_string();
+    let missing = setup.scratch.path().join("no-cgroup").display().to_string();
+    for (user, path, error) in [
+        (
+            "",
+            cgroup_path.as_str(),
+            "user must be set: this driver runs every task as a dynamic workload user",
+        ),
+        (
+            "alice",
+            cgroup_path.as_str(),
+            "is not a dynamic workload user",
+        ),
+        ("nomad-80123", "", "cgroup path \"\" does not exist"),
+        ("nomad-80123", missing.as_str(), "does not exist"),
+    ] {
+        let mut task = setup.scratch.task("t", &["/bin/true"]);
+        set_user(&mut task, user, path);
+        let status = setup
+            .driver()
+            .start_task(task.start_request())
+            .await
+            .expect_err("refused");
+        assert_eq!(status.code(), Code::Unknown, "{status:?}");
+        assert!(
+            status.message().contains(error),
+            "{user:?} {path:?}: {status:?}"
+        );
+        assert!(status.details().is_empty(), "a plain error");
+    }
+}
+
+fn set_user(task: &mut TaskFixture, user: &str, cgroup: &str) {
+    use nomad_conform_proto::nomad::drivers::{LinuxResources, Resources};
+    task.config.user = user.to_string();
+    task.config.resources = Some(Resources {
+        linux_resources: Some(LinuxResources {
+            cpuset_cgroup: cgroup.to_string(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+}
+
+#[tokio::test]
+async fn dynamic_users_variant_runs_tasks_and_execs_as_the_user_in_the_cgroup() {
+    let cgroup = TestCgroup::new();
+    let mut setup = Setup::new(&["--variant", "dynamic-users"]).await;
+    let mut task = setup.scratch.task(
+        "t",
+        &[
+            "/bin/sh",
+            "-c",
+            "id -u; id -g; id -G; echo ready; exec sleep 30",
+        ],
+    );
+    set_user(&mut task, "nomad-80123", &cgroup.path.display().to_string());
+    let handle = setup.clients.start(&task).await;
+    for line in ["80123\n", "80123\n", "80123\n", "ready\n"] {
+        assert_eq!(task.stdout.line(10), line);
+    }
+    let pid = task_pid(&handle);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["Uid:", "80123", "80123", "80123", "80123"]),
+        "{status}"
+    );
+    if let Some(member) = cgroup.holds(pid) {
+        assert!(member, "the task is not in its cgroup");
+    } else {
+        let written = std::fs::read_to_string(cgroup.path.join("cgroup.procs")).unwrap();
+        assert_eq!(written, pid.to_string());
+    }
+
+    let (stdout, _, code) = exec_script(
+        &mut setup.clients,
+        &task.id(),
+        "id -u; id -g; echo $$; sleep 0.2",
+    )
+    .await;
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[..2], ["80123", "80123"], "{stdout:?}");
+    let (stdout, code) = exec_stream_script(&mut setup.clients, &task.id(), "id -u", true).await;
+    assert_eq!((stdout.as_str(), code), ("80123\r\n", 0));
+    if cgroup.relative.is_some() {
+        let (stdout, _, _) =
+            exec_script(&mut setup.clients, &task.id(), "cat /proc/self/cgroup").await;
+        let relative = cgroup.relative.clone().unwrap();
+        assert!(
+            stdout.lines().any(|l| l.ends_with(&format!(":{relative}"))),
+            "the exec is not in the task's cgroup: {stdout}"
+        );
+    }
+    stop_and_destroy(&mut setup.clients, &task.id()).await;
+}
+
+#[tokio::test]
+async fn slow_start_variant_takes_its_time_but_refuses_bad_configs_at_once() {
+    let mut setup = Setup::new(&["--variant", "slow-start"]).await;
+    let config = cty_config(&[("args", Value::Nil), ("command", Value::Nil)]);
+    let bad = setup.scratch.task_with_config("bad", config);
+    let started = Instant::now();
+    setup
+        .driver()
+        .start_task(bad.start_request())
+        .await
+        .expect_err("no command");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let task = setup.scratch.task("t", &["/bin/sh", "-c", "echo started"]);
+    let start = setup.driver().start_task(task.start_request());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), start)
+            .await
+            .is_err(),
+        "StartTask answered before its 35 s"
+    );
+    assert_eq!(task.stdout.try_line(0), None, "the task started early");
+}
+
+#[test]
+fn isolation_variants_exclude_each_other_on_the_command_line() {
+    let scratch = Scratch::new();
+    for pair in [["chroot", "image"], ["invisible-tasks", "dynamic-users"]] {
+        let options = LaunchOptions::new(&["--variant", pair[0], "--variant", pair[1]]);
+        let child = PluginProcess::spawn(&scratch, options);
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{pair:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("exclude each other"), "{stderr}");
+        assert!(output.stdout.is_empty(), "a handshake: {:?}", output.stdout);
+    }
+}
+
+#[tokio::test]
+async fn image_and_dynamic_users_variants_combine() {
+    let cgroup = TestCgroup::new();
+    let mut setup = Setup::new(&["--variant", "image", "--variant", "dynamic-users"]).await;
+    let caps = capabilities(&mut setup.clients).await;
+    assert_eq!(caps.fs_isolation, FsIsolation::Image as i32);
+    assert!(caps.dynamic_workload_users);
+    let script = "pwd; id -u; test -d /local && echo local; echo ready; exec sleep 30";
+    let mut task = setup.scratch.task("t", &["/bin/sh", "-c", script]);
+    set_user(&mut task, "nomad-80124", &cgroup.path.display().to_string());
+    let handle = setup.clients.start(&task).await;
+    for line in ["/\n", "80124\n", "local\n", "ready\n"] {
+        assert_eq!(task.stdout.line(10), line);
+    }
+    assert_ne!(cgroup.holds(task_pid(&handle)), Some(false));
+    let (stdout, stderr, code) =
+        exec_script(&mut setup.clients, &task.id(), "pwd; id -u; id -G").await;
+    assert_eq!(
+        (stdout.as_str(), code),
+        ("/\n80124\n80124\n", 0),
+        "{stderr}"
+    );
+    stop_and_destroy(&mut setup.clients, &task.id()).await;
 }

@@ -668,3 +668,188 @@ pub fn environ(pid: i32) -> Vec<String> {
         .map(|e| String::from_utf8_lossy(e).into_owned())
         .collect()
 }
+
+/// Builds a small root filesystem in `task_dir`, standing in for the chroot the client builds
+/// from its chroot_env (it links or copies host files; the harness binds them; copies here
+/// need no mounts to undo): the host's `programs` at `usr/bin` with `bin -> usr/bin`, the
+/// shared libraries `ldd` names at the same paths, and `secrets/` and `tmp/`.
+pub fn minimal_chroot(task_dir: &Path, programs: &[&str]) {
+    let copy = |host: &Path| {
+        let inside = task_dir.join(host.strip_prefix("/").expect("an absolute path"));
+        std::fs::create_dir_all(inside.parent().expect("a parent")).expect("mkdir");
+        // fs::copy follows symlinks (sh -> dash) and keeps the mode.
+        std::fs::copy(host, &inside)
+            .unwrap_or_else(|err| panic!("copying {}: {err}", host.display()));
+    };
+    for program in programs {
+        let host = Path::new("/usr/bin").join(program);
+        copy(&host);
+        let output = Command::new("ldd").arg(&host).output().expect("ldd runs");
+        for word in String::from_utf8_lossy(&output.stdout).split_whitespace() {
+            if word.starts_with('/') {
+                copy(Path::new(word));
+            }
+        }
+    }
+    if std::fs::symlink_metadata(task_dir.join("bin")).is_err() {
+        std::os::unix::fs::symlink("usr/bin", task_dir.join("bin")).expect("bin symlink");
+    }
+    for dir in ["secrets", "tmp"] {
+        std::fs::create_dir_all(task_dir.join(dir)).expect("mkdir");
+    }
+}
+
+/// Mount points (as this process's mount namespace sees them) under `dir`.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .expect("mountinfo")
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4).map(str::to_string))
+        .filter(|point| Path::new(point).starts_with(dir))
+        .collect()
+}
+
+/// A cgroup of its own for a test task, removed on drop: a real one when this process may
+/// make one (root, with cgroup v2, hybrid v2 or the v1 pids hierarchy), else a plain
+/// directory with an empty `cgroup.procs`, which the driver writes to all the same.
+pub struct TestCgroup {
+    pub path: PathBuf,
+    /// The path `/proc/<pid>/cgroup` shows for members of a real cgroup.
+    pub relative: Option<String>,
+    _fake: Option<tempfile::TempDir>,
+}
+
+impl TestCgroup {
+    pub fn new() -> TestCgroup {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "driver-exec-test-{}-{}",
+            std::process::id(),
+            COUNT.fetch_add(1, Ordering::SeqCst)
+        );
+        let root = Path::new("/sys/fs/cgroup");
+        let hierarchies = [
+            (root.to_path_buf(), "cgroup.controllers"),
+            (root.join("unified"), "cgroup.controllers"),
+            (root.join("pids"), "tasks"),
+        ];
+        for (hierarchy, marker) in hierarchies {
+            if !hierarchy.join(marker).exists() {
+                continue;
+            }
+            let path = hierarchy.join(&name);
+            if std::fs::create_dir(&path).is_ok() {
+                return TestCgroup {
+                    path,
+                    relative: Some(format!("/{name}")),
+                    _fake: None,
+                };
+            }
+        }
+        let fake = tempfile::tempdir().expect("a fake cgroup");
+        std::fs::write(fake.path().join("cgroup.procs"), b"").expect("cgroup.procs");
+        TestCgroup {
+            path: fake.path().to_path_buf(),
+            relative: None,
+            _fake: Some(fake),
+        }
+    }
+
+    /// Whether `pid` is in this cgroup; None when it is not a real one.
+    pub fn holds(&self, pid: i32) -> Option<bool> {
+        let relative = self.relative.as_ref()?;
+        let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        Some(
+            cgroups
+                .lines()
+                .any(|line| line.rsplit(':').next() == Some(relative.as_str())),
+        )
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        if self.relative.is_none() {
+            return;
+        }
+        // Its processes are being killed: rmdir succeeds once they are gone.
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.path).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// ExecTask of `/bin/sh -c script`: (stdout, stderr, exit code); panics if the call fails.
+pub async fn exec_script(
+    clients: &mut Clients,
+    task_id: &str,
+    script: &str,
+) -> (String, String, i32) {
+    use nomad_conform_proto::nomad::drivers::ExecTaskRequest;
+    let response = clients
+        .driver
+        .exec_task(ExecTaskRequest {
+            task_id: task_id.to_string(),
+            command: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            timeout: Some(duration(10.0)),
+        })
+        .await
+        .unwrap_or_else(|status| panic!("ExecTask failed: {status:?}"))
+        .into_inner();
+    (
+        String::from_utf8_lossy(&response.stdout).into_owned(),
+        String::from_utf8_lossy(&response.stderr).into_owned(),
+        response.result.expect("a result").exit_code,
+    )
+}
+
+/// ExecTaskStreaming of `/bin/sh -c script` without input: (stdout, exit code).
+pub async fn exec_stream_script(
+    clients: &mut Clients,
+    task_id: &str,
+    script: &str,
+    tty: bool,
+) -> (String, i32) {
+    use nomad_conform_proto::nomad::drivers::ExecTaskStreamingRequest;
+    use nomad_conform_proto::nomad::drivers::exec_task_streaming_request::Setup as ExecSetup;
+    let first = ExecTaskStreamingRequest {
+        setup: Some(ExecSetup {
+            task_id: task_id.to_string(),
+            command: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            tty,
+        }),
+        ..Default::default()
+    };
+    // The client keeps its side open, as `nomad alloc exec` does while the command runs.
+    let (_keep, rest) = tokio::sync::mpsc::channel::<ExecTaskStreamingRequest>(1);
+    let requests = tokio_stream::StreamExt::chain(
+        tokio_stream::iter(vec![first]),
+        tokio_stream::wrappers::ReceiverStream::new(rest),
+    );
+    let mut responses = clients
+        .driver
+        .exec_task_streaming(requests)
+        .await
+        .unwrap_or_else(|status| panic!("ExecTaskStreaming failed: {status:?}"))
+        .into_inner();
+    let mut stdout = Vec::new();
+    let mut exit_code = None;
+    while let Some(message) = within(10, "the exec stream", responses.message())
+        .await
+        .expect("the stream")
+    {
+        if let Some(out) = message.stdout {
+            stdout.extend(out.data);
+        }
+        if message.exited {
+            exit_code = message.result.map(|r| r.exit_code);
+        }
+    }
+    (
+        String::from_utf8_lossy(&stdout).into_owned(),
+        exit_code.expect("an exit result"),
+    )
+}
