@@ -53,3 +53,16 @@ Feature: lock acquire
     When another client acquires the lock on "lock/a"
     Then the answer is 409
     And the holder can still renew the lock on "lock/a"
+
+  @VARIABLES-ACQUIRE-OVERWRITES @must
+  Scenario: lock-acquire writes the variable whole: an acquire without items erases the items it had
+    Basis: Nomad nomad/state/state_store_variables.go (VarLockAcquire): "IMPORTANT: this method
+    overwrites the variable, data included"; nomad/variables_endpoint.go (Apply) stores the
+    request's Items with the lock, none when the request has none. A lock client depends on
+    it: Nomad's Go client (api/locks.go) acquires with Items null, so whatever a variable held
+    is gone once its lock is taken, and a client that keeps data in its lock's variable must
+    write it again (a release, in contrast, keeps the items).
+
+    Given "lock/a" holds "k=v"
+    And the harness holds the lock on "lock/a"
+    Then reading "lock/a" gives no items

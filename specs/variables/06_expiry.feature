@@ -39,11 +39,50 @@ Feature: lock expiry
   Scenario: once its TTL has lapsed a lock stays held for the lock delay, and cannot be renewed
     Basis: Nomad docs, Nomad Variables (Locks): "If by the time the TTL expires, and no renew
     or release calls were made, the variable will remain locked for at least the lock delay
-    duration"; nomad/variables_endpoint.go (RenewLock) answers 409 once the leader's timer has
-    fired.
+    duration"; nomad/variables_endpoint.go (RenewLock) answers 409 "attempting to modify locked
+    variable" once the leader's timer has fired (RenewTTLTimer finds no timer to reset), while
+    the lock is still in state.
 
     Given the harness holds the lock on "lock/a" with the minimum TTL and a long lock delay
     When another client keeps trying to acquire the lock on "lock/a"
     And the holder renews the lock on "lock/a" once the lock delay has begun
-    Then the answer is 409
+    Then the answer is 409 with "attempting to modify locked variable"
     And the other client did not get the lock before the TTL and the lock delay had passed
+
+  @VARIABLES-EXPIRY-DELAY-CLEARS-ANY @should
+  Scenario: a release frees a lock at once, while the lock delay of a lapse, once begun, clears whatever lock the variable holds when it ends
+    The lapsed holder releases during the lock delay and another client takes the lock at
+    once; when the first lock's delay ends, that client's lock is gone.
+
+    Basis: Nomad nomad/state/state_store_variables.go (VarLockRelease) clears a lock at once,
+    and nomad/variables_endpoint.go (Apply) then only stops the leader's TTL timer: no delay
+    follows a release. nomad/locks.go (CreateVariableLockTTLTimer) starts a lapse's lock delay
+    with time.AfterFunc, which nothing cancels; when it ends, invalidateVariableLock applies a
+    lock-release without a lock ID, and VarLockRelease compares IDs only when the request has
+    one, so the lock is cleared whoever holds it then, and its holder's renew answers 409
+    "variable doesn't hold a lock".
+
+    Given the harness holds the lock on "lock/a" with the minimum TTL and a long lock delay
+    When the lock on "lock/a" has lapsed into its lock delay
+    And the holder releases the lock on "lock/a"
+    Then the answer is 200
+    When another client takes the lock on "lock/a"
+    Then the answer is 200 with a lock ID
+    When the lock delay of "lock/a" has ended
+    And the other client renews its lock on "lock/a"
+    Then the answer is 409 with "variable doesn't hold a lock"
+
+  @VARIABLES-EXPIRY-REACQUIRE @must
+  Scenario: the holder's acquire with its own lock ID answers 200 but does not extend the lock; only a renew does
+    Basis: Nomad nomad/state/state_store_variables.go (VarLockAcquire) refuses an acquire only
+    when another lock ID holds the variable, so the holder's acquire with its own lock ID
+    answers 200 with that ID; nomad/locks.go (CreateVariableLockTTLTimer) then finds the
+    leader's timer for that ID running and leaves it as it is. A lock client depends on both:
+    Nomad's Go client (api/locks.go, LockLeaser) acquires again with its old lock ID after a
+    renew conflict and needs the 200, and it keeps a lock only by renewing it.
+
+    Given the harness holds the lock on "lock/a" with the minimum TTL and a long lock delay
+    When the holder acquires the lock on "lock/a" again with its lock ID at the TTL
+    Then the answer is 200 with the lock ID held
+    When the holder renews the lock on "lock/a" just after twice the TTL
+    Then the answer is 409 with "attempting to modify locked variable"

@@ -17,3 +17,21 @@ Feature: namespaces
     When the harness deletes "shared/config" in that namespace
     Then the answer is 204
     And reading "shared/config" gives "env=default"
+
+  @VARIABLES-NAMESPACE-LOCKS @should
+  Scenario: lock-acquire and lock-release take the body's Namespace over ?namespace=, lock-renew takes ?namespace= only
+    Basis: Nomad nomad/variables_endpoint.go (Apply) uses the Namespace of the request's
+    variable when it is set, and ?namespace= (default "default") only when it is not;
+    lock-renew carries no namespace of its own (nomad/structs/variables.go,
+    VariablesRenewLockRequest), so RenewLock looks the variable up, and checks the token, in
+    the namespace of ?namespace= and ignores the body's.
+
+    Given a namespace of the scenario's own
+    When the harness acquires the lock on "shared/lock" naming that namespace in the body only
+    Then the answer is 200 with a lock ID in that namespace
+    When the holder renews the lock on "shared/lock" naming that namespace in the body only
+    Then the answer is 404 with "variable doesn't exist"
+    When the holder renews the lock on "shared/lock" in that namespace
+    Then the answer is 200
+    When the holder releases the lock on "shared/lock" naming that namespace in the body only
+    Then the answer is 200

@@ -171,3 +171,39 @@ Feature: ACLs
     And the token "wi" cannot read "nomad/jobs/JOB/other"
     And the token "wi" cannot read "nomad/jobs/JOB-other"
     And the token "wi" cannot write "nomad/jobs/JOB"
+
+  @VARIABLES-ACL-WORKLOAD-LOCK @must @requires-reference-server
+  Scenario: a workload identity without a policy of its job cannot take, renew or release a lock, not even on its own job's paths
+    The harness gives the reference server a workload identity token for job JOB, group "web",
+    task "httpd" in namespace "default", with no policy attached to it.
+
+    Basis: Nomad acl/acl.go gives a workload identity read and list, and nothing else, on
+    nomad/jobs, nomad/jobs/<job>, nomad/jobs/<job>/<group> and nomad/jobs/<job>/<group>/<task>,
+    and only when the caller passes the claim, which Read and List do;
+    nomad/variables_endpoint.go (Apply, RenewLock) checks write without it. A lock client
+    depends on it: a task that takes a lock with its own workload identity (NOMAD_TOKEN) gets
+    403 "Permission denied" until a policy granting write on the lock's path is attached to
+    its job (nomad acl policy apply -job).
+
+    Given a workload identity "wi" for job JOB, group "web", task "httpd"
+    And the harness holds the lock on "nomad/jobs/JOB/web/httpd"
+    Then the token "wi" cannot lock "nomad/jobs/JOB"
+    And the token "wi" cannot renew or release the lock on "nomad/jobs/JOB/web/httpd"
+    And the holder can still renew the lock on "nomad/jobs/JOB/web/httpd"
+
+  @VARIABLES-ACL-POLICY-KEYS @should
+  Scenario: unknown or repeated top-level keys in a policy are refused with Nomad's text, unknown keys inside its blocks are ignored
+    Basis: Nomad acl/policy.go (Parse, strict as nomad/structs/acl.go ACLPolicy.Validate calls
+    it) collects the top-level keys that are no policy block, and every repeated agent, node,
+    operator, quota or plugin block, and refuses them, sorted, with "Invalid or duplicate
+    policy keys: <keys>"; it checks no deeper level, so unknown keys inside namespace,
+    variables and path blocks are ignored. An unknown variables capability is refused with
+    "Invalid variable capability '<capability>' in namespace <name>". nomad/acl_endpoint.go
+    (UpsertPolicies) answers both refusals with 400.
+
+    When the harness creates a policy with unknown top-level keys and a repeated agent block
+    Then the answer is 400 and says "Invalid or duplicate policy keys: agent, bogus, zeta"
+    When the harness creates a policy with unknown keys inside its namespace, variables and path blocks
+    Then the answer is 200
+    When the harness creates a policy with "sudo" on "app/*"
+    Then the answer is 400 and says "Invalid variable capability 'sudo' in namespace default"

@@ -162,45 +162,68 @@ impl Policy {
         Ok(self.path(namespace, path, &caps))
     }
 
-    /// The parse-time checks of Nomad's `acl.Parse` for variables rules.
+    /// The parse-time checks of Nomad's `acl.Parse` for variables rules, in its order.
     pub fn validate(&self) -> Result<(), Error> {
         let invalid = |reason: String| Error::InvalidPolicy {
             policy: self.name.clone(),
             reason,
         };
         for ns in &self.namespaces {
-            let name_ok = (1..=128).contains(&ns.name.len())
-                && ns
-                    .name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'*');
-            if !name_ok {
-                return Err(invalid(format!("invalid namespace name '{}'", ns.name)));
-            }
+            check_namespace_name(&ns.name).map_err(invalid)?;
             let Some(paths) = &ns.variables else { continue };
             if paths.is_empty() {
-                return Err(invalid(format!(
-                    "Invalid variable policy: no variable paths in namespace {}",
-                    ns.name
-                )));
+                return Err(invalid(no_variable_paths(&ns.name)));
             }
             for rule in paths {
-                if rule.path.is_empty() {
-                    return Err(invalid(format!(
-                        "Invalid missing variable path in namespace {}",
-                        ns.name
-                    )));
-                }
-                if rule.path.starts_with('/') {
-                    return Err(invalid(format!(
-                        "Invalid variable path {:?} in namespace {}: cannot start with a leading '/'",
-                        rule.path, ns.name
-                    )));
-                }
+                check_variable_path(&ns.name, &rule.path).map_err(invalid)?;
             }
         }
         Ok(())
     }
+}
+
+/// A namespace name of a policy: `^[a-zA-Z0-9-*]{1,128}$` (acl/policy.go, `Parse`).
+pub(crate) fn check_namespace_name(name: &str) -> Result<(), String> {
+    let ok = (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'*');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("invalid namespace name '{name}'"))
+    }
+}
+
+/// acl/policy.go (`Parse`): a `variables` block without any `path`.
+pub(crate) fn no_variable_paths(namespace: &str) -> String {
+    format!("Invalid variable policy: no variable paths in namespace {namespace}")
+}
+
+/// acl/policy.go (`Parse`): a path rule's spec is not empty and has no leading `/`. The text
+/// keeps the stray backtick of Nomad's format string.
+pub(crate) fn check_variable_path(namespace: &str, spec: &str) -> Result<(), String> {
+    if spec.is_empty() {
+        return Err(format!(
+            "Invalid missing variable path in namespace {namespace}"
+        ));
+    }
+    if spec.starts_with('/') {
+        return Err(format!(
+            "Invalid variable path {spec:?} in namespace {namespace}: cannot start with a leading '/'`"
+        ));
+    }
+    Ok(())
+}
+
+/// acl/policy.go (`isPathCapabilityValid`): a capability a variables path rule may name.
+pub(crate) fn check_variable_capability(
+    namespace: &str,
+    capability: &str,
+) -> Result<Capability, String> {
+    capability
+        .parse::<Capability>()
+        .map_err(|_| format!("Invalid variable capability '{capability}' in namespace {namespace}"))
 }
 
 /// The workload a workload-identity token stands for. `job` is the parent job ID for
@@ -561,6 +584,15 @@ impl Caller {
 
     pub(crate) fn is_management(&self) -> bool {
         self.acl.is_none()
+    }
+
+    /// Whether the caller is a workload identity and `path` is one of its implicit paths in
+    /// its namespace (used only by the `workload-locks` fault: Nomad grants these paths read
+    /// and list, and to Read and List only).
+    pub(crate) fn workload_owns(&self, namespace: &str, path: &str) -> bool {
+        self.claim
+            .as_ref()
+            .is_some_and(|c| c.namespace == namespace && workload_path(c, path))
     }
 
     /// `AllowVariableOperation`; `with_claim` is true only for Read and List.

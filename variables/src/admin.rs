@@ -8,7 +8,7 @@
 //!   unknown token gets 403 "ACL token not found";
 //! - `PUT|POST /v1/acl/policy/<name>` takes `{"Name", "Description", "Rules"}` (`Name` must
 //!   equal the path: 400), reads `Rules` as HCL ([`crate::rules`]) and refuses an invalid
-//!   policy with 400 "policy 0 invalid: ..."; it answers 200 with no body and `X-Nomad-Index`;
+//!   policy with 400 "policy 0 invalid: 1 error occurred:\n\t* failed to parse rules: ..."; it answers 200 with no body and `X-Nomad-Index`;
 //!   `GET` answers the policy or 404 "ACL policy not found"; `DELETE` answers 200;
 //! - `PUT|POST /v1/acl/token` takes `{"Name", "Type", "Policies"}`: a client token needs a
 //!   policy, a management token takes none (400 "token 0 invalid: ..."); it answers the token
@@ -258,23 +258,30 @@ impl Engine {
         if field_text(&body, "Name") != name {
             return Err(text(400, "ACL policy name does not match request path"));
         }
-        let unchecked = self.has(Fault::PolicyUnchecked);
-        let invalid = |why: String| text(400, format!("policy 0 invalid: {why}"));
-        if !valid_name(name) {
-            return Err(invalid(format!("invalid name '{name}'")));
-        }
+        // nomad/structs/acl.go (ACLPolicy.Validate) gathers its errors in a multierror: the
+        // name, then the rules parsed by acl/policy.go (Parse, strict); nomad/acl_endpoint.go
+        // (UpsertPolicies) refuses with 400 "policy 0 invalid: <the multierror>".
+        let strict = crate::rules::Strictness {
+            rules: !self.has(Fault::PolicyUnchecked),
+            keys: !self.has(Fault::PolicyKeysUnchecked),
+        };
         let rules = field_text(&body, "Rules");
-        let policy = crate::rules::parse(name, &rules, unchecked)
-            .map_err(|e| invalid(format!("Failed to parse ACL Policy: {e}")))?;
-        if !unchecked {
-            policy.validate().map_err(|e| {
-                let reason = match e {
-                    crate::error::Error::InvalidPolicy { reason, .. } => reason,
-                    other => other.to_string(),
-                };
-                invalid(format!("Failed to parse ACL Policy: {reason}"))
-            })?;
+        let mut errors: Vec<String> = Vec::new();
+        if !valid_name(name) {
+            errors.push(format!("invalid name '{name}'"));
         }
+        let parsed = crate::rules::parse(name, &rules, strict)
+            .map_err(|e| errors.push(format!("failed to parse rules: {e}")));
+        let policy = match parsed {
+            Ok(policy) if errors.is_empty() => policy,
+            _ => {
+                let listed: Vec<&str> = errors.iter().map(String::as_str).collect();
+                return Err(text(
+                    400,
+                    format!("policy 0 invalid: {}", crate::validate::multierror(&listed)),
+                ));
+            }
+        };
         let index = self.next_index();
         {
             let mut admin = lock(&self.admin);
@@ -541,16 +548,10 @@ mod tests {
     use super::*;
     use crate::acl::{AclConfig, Capability};
     use crate::clock::TokioClock;
-    use crate::engine::ReleaseErrorMode;
     use crate::profile::Profile;
 
     fn engine(acl: AclConfig) -> Engine {
-        Engine::new(
-            Profile::fast(),
-            Arc::new(TokioClock::new()),
-            acl,
-            ReleaseErrorMode::Contract,
-        )
+        Engine::new(Profile::fast(), Arc::new(TokioClock::new()), acl)
     }
 
     fn root() -> AclConfig {
@@ -627,6 +628,42 @@ mod tests {
             };
             assert!(message.starts_with("policy 0 invalid"), "{message}");
         }
+        // Nomad's texts: the rules' error in ACLPolicy.Validate's multierror.
+        let unknown = format!("{RULES}\nbogus = 1\nagent {{}}\nagent {{}}");
+        assert_eq!(
+            put(
+                &e,
+                "/v1/acl/policy/p",
+                "root",
+                json!({"Name": "p", "Rules": unknown})
+            ),
+            text(
+                400,
+                "policy 0 invalid: 1 error occurred:\n\t* failed to parse rules: Invalid or duplicate policy keys: agent, bogus\n\n"
+            )
+        );
+        assert_eq!(
+            put(
+                &e,
+                "/v1/acl/policy/p",
+                "root",
+                json!({"Name": "p", "Rules": sudo})
+            ),
+            text(
+                400,
+                "policy 0 invalid: 1 error occurred:\n\t* failed to parse rules: Invalid variable capability 'sudo' in namespace default\n\n"
+            )
+        );
+        let nested = r#"namespace "default" { bogus = 1 variables { bogus = 2 path "a" { capabilities = ["read"] bogus = 3 } } }"#;
+        assert!(matches!(
+            put(
+                &e,
+                "/v1/acl/policy/p",
+                "root",
+                json!({"Name": "p", "Rules": nested})
+            ),
+            Answer::Written(_)
+        ));
         assert_eq!(
             put(
                 &e,

@@ -1,7 +1,10 @@
 //! The server side of the Variables API: Apply (set, cas, delete, lock-acquire,
 //! lock-release), Read, List and RenewLock, as `nomad/variables_endpoint.go` does them.
 //!
-//! Source: contract B.2/B.3/C. Order of checks in Apply: namespace from the body if set, else
+//! Source: contract B.2/B.3/C, corrected where Nomad's Go source (read at the commit the
+//! contract cites) says otherwise: lock-release's state errors ("variable doesn't exist",
+//! "variable doesn't hold a lock") are plain errors and answer 500, not 404/409. Order of
+//! checks in Apply: namespace from the body if set, else
 //! the request; ACL (`write`, or `destroy` for deletes; 403 "Permission denied"); then
 //! canonicalize and validate (400, with Nomad's doubly wrapped `RPC Error:: 400,` texts);
 //! then the state operation, which always consumes a raft index. Responses: the written
@@ -25,18 +28,6 @@ use crate::store::{Conflict, StateError, StateResult, Store};
 use crate::validate::{self, SIZE_LIMIT, WILDCARD_NAMESPACE, multierror, validate_lock};
 use crate::wire::{RequestVariable, Variable, VariableLock, VariableMetadata};
 use crate::wire::{metadata_json, variable_json};
-
-/// How lock-release answers the two state errors "variable doesn't exist" and "variable
-/// doesn't hold a lock".
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ReleaseErrorMode {
-    /// As the contract (B.2) states: 404 and 409.
-    #[default]
-    Contract,
-    /// 500 for both: the state store returns these as plain (uncoded) errors, which Nomad's
-    /// HTTP layer turns into 500 (`errCodeFromHandler`).
-    PlainErrors,
-}
 
 /// An HTTP error answer: status and plain-text body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,7 +97,6 @@ pub(crate) struct Core {
 pub(crate) struct Engine {
     pub profile: Profile,
     pub clock: Arc<dyn Clock>,
-    pub release_errors: ReleaseErrorMode,
     pub core: Mutex<Core>,
     pub acl: RwLock<AclConfig>,
     pub history: Mutex<History>,
@@ -122,16 +112,10 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Engine {
-    pub(crate) fn new(
-        profile: Profile,
-        clock: Arc<dyn Clock>,
-        acl: AclConfig,
-        release_errors: ReleaseErrorMode,
-    ) -> Self {
+    pub(crate) fn new(profile: Profile, clock: Arc<dyn Clock>, acl: AclConfig) -> Self {
         Self {
             profile,
             clock,
-            release_errors,
             core: Mutex::new(Core::default()),
             acl: RwLock::new(acl),
             history: Mutex::new(History::default()),
@@ -170,7 +154,11 @@ impl Engine {
         request_namespace: &str,
         caller: &Caller,
     ) -> Result<ApplyOutcome, HttpError> {
-        if var.metadata.namespace.is_empty() || self.has(Fault::NamespaceIgnored) {
+        // nomad/variables_endpoint.go (Apply): a non-empty Namespace in the body wins over
+        // `?namespace=` for every operation, lock-acquire and lock-release included.
+        let query_only =
+            matches!(op, Op::LockAcquire | Op::LockRelease) && self.has(Fault::LockQueryNamespace);
+        if var.metadata.namespace.is_empty() || self.has(Fault::NamespaceIgnored) || query_only {
             var.metadata.namespace = request_namespace.to_string();
         }
         let namespace = var.metadata.namespace.clone();
@@ -183,7 +171,12 @@ impl Engine {
             Op::LockAcquire | Op::LockRelease if self.has(Fault::LockNeedsRead) => Capability::Read,
             _ => Capability::Write,
         };
-        if !caller.allows(&namespace, &path, needed, false) {
+        // nomad/variables_endpoint.go (hasOperationPermissions) passes no workload claim: a
+        // workload identity's implicit read and list never count for writes or locks.
+        let workload_lock = matches!(op, Op::LockAcquire | Op::LockRelease)
+            && self.has(Fault::WorkloadLocks)
+            && caller.workload_owns(&namespace, &path);
+        if !caller.allows(&namespace, &path, needed, false) && !workload_lock {
             return Err(HttpError::denied());
         }
         self.canonicalize_and_validate(op, &mut var)?;
@@ -219,6 +212,8 @@ impl Engine {
             Op::Delete if self.has(Fault::DeleteKeeps) => StateResult::Ok(None),
             Op::Delete => core.store.delete(index, &namespace, &path),
             Op::DeleteCas(cas) => core.store.delete_cas(index, &namespace, &path, cas),
+            // VarLockAcquire overwrites the variable, items included: an acquire without
+            // items leaves it without any.
             Op::LockAcquire => core.store.lock_acquire(index, stored),
             Op::LockRelease if self.has(Fault::ReleaseKeepsLock) => {
                 match core.store.get(&namespace, &path) {
@@ -262,10 +257,16 @@ impl Engine {
                 Ok(ApplyOutcome::Output { body, index })
             }
             StateResult::Error(err) => {
-                let status = match (self.release_errors, err) {
-                    (ReleaseErrorMode::PlainErrors, _) => 500,
-                    (ReleaseErrorMode::Contract, StateError::VariableMissing) => 404,
-                    (ReleaseErrorMode::Contract, StateError::LockMissing) => 409,
+                // nomad/state/state_store_variables.go (VarLockRelease) answers these two with
+                // plain errors.New values; nomad/variables_endpoint.go (Apply,
+                // makeVariablesApplyResponse) returns them as they are, and command/agent/
+                // http.go (wrap) answers an error without an "RPC Error:: N," prefix or a
+                // permission suffix with 500 and the raw text. (The coded 404/409 errors of the
+                // same names in variables_endpoint.go serve RenewLock only.)
+                let status = match err {
+                    StateError::VariableMissing if self.has(Fault::ReleaseErrorsCoded) => 404,
+                    StateError::LockMissing if self.has(Fault::ReleaseErrorsCoded) => 409,
+                    _ => 500,
                 };
                 self.record(
                     &namespace,
@@ -312,6 +313,11 @@ impl Engine {
         let Some(lock) = request_lock else { return };
         let kind = match op {
             Op::LockAcquire => {
+                if self.has(Fault::ReacquireResetsTimer) {
+                    self.remove_ttl_timer(core, &lock.id);
+                }
+                // nomad/locks.go (CreateVariableLockTTLTimer): a timer already running for
+                // this lock ID (a re-acquire by the holder) is left as it is.
                 let timer_started = self.create_ttl_timer(core, namespace, path, lock);
                 LockEventKind::Acquired {
                     lock_id: lock.id.clone(),
@@ -395,6 +401,12 @@ impl Engine {
                         "RPC Error:: 400,variable should not contain lock definition",
                     ));
                 }
+                // A Lock with the ID only (the holder's write) is canonicalized like any lock
+                // (nomad/structs/variables.go, VariableLock.Canonicalize): the stored TTL and
+                // lock delay become the defaults, whatever the acquire asked for. The leader's
+                // timer is not touched (Apply starts and stops timers for lock-acquire and
+                // lock-release only), so the lock still lapses on the acquire's numbers and a
+                // later renew restarts the timer on the stored TTL.
                 if let Some(lock) = var.metadata.lock.as_mut() {
                     canonicalize_lock(lock, profile, self.has(Fault::DefaultTtlMin));
                 }
@@ -482,10 +494,22 @@ impl Engine {
                     *items = merged;
                 }
             }
+            Op::LockAcquire if self.has(Fault::AcquireKeepsItems) && stored.items.is_empty() => {
+                if let Some(existing) = core.store.get(&namespace, &path) {
+                    stored.items = existing.items.clone();
+                    *items = existing.items.clone();
+                }
+            }
             _ => {}
         }
         let Some(held) = held else { return };
-        let foreign = request_id.as_deref() != Some(held.id.as_str());
+        if matches!(op, Op::Set | Op::Cas(_))
+            && !foreign_id(request_id.as_deref(), held)
+            && self.has(Fault::SetKeepsLockNumbers)
+        {
+            stored.metadata.lock = Some(held.clone());
+        }
+        let foreign = foreign_id(request_id.as_deref(), held);
         let clear = match op {
             Op::LockAcquire => foreign && self.has(Fault::AcquireSteals),
             Op::Delete | Op::DeleteCas(_) => self.has(Fault::LockedWritable),
@@ -560,7 +584,12 @@ impl Engine {
         (Value::Array(items), core.store.table_index())
     }
 
-    /// Nomad's `Variables.RenewLock`: resets the leader's timer, writes nothing.
+    /// Nomad's `Variables.RenewLock` (nomad/variables_endpoint.go): resets the leader's timer,
+    /// writes nothing. The namespace is the request's (`?namespace=`) only: the renew request
+    /// has no namespace of its own. Its errors are the endpoint's coded ones: 404 "variable
+    /// doesn't exist", 409 "variable doesn't hold a lock" (never locked, released, or cleared
+    /// by a lapse's delay), 409 "attempting to modify locked variable" (another lock ID, or the
+    /// leader's timer gone: the lock is in its delay).
     pub(crate) fn renew(
         self: &Arc<Self>,
         namespace: &str,
@@ -573,7 +602,8 @@ impl Engine {
         } else {
             Capability::Write
         };
-        if !caller.allows(namespace, path, needed, false) {
+        let workload_lock = self.has(Fault::WorkloadLocks) && caller.workload_owns(namespace, path);
+        if !caller.allows(namespace, path, needed, false) && !workload_lock {
             return Err(HttpError::denied());
         }
         if lock_id.is_empty() {
@@ -583,6 +613,11 @@ impl Engine {
         let outcome = match core.store.get(namespace, path).cloned() {
             None => Err(HttpError::new(404, "variable doesn't exist")),
             Some(var) => match &var.metadata.lock {
+                None if self.has(Fault::RenewRevivesReleased)
+                    && self.released(namespace, path, lock_id) =>
+                {
+                    Ok(self.revive(&mut core, var, lock_id))
+                }
                 None => Err(HttpError::new(409, "variable doesn't hold a lock")),
                 Some(_) if self.has(Fault::RenewRefused) => {
                     Err(HttpError::new(409, "attempting to modify locked variable"))
@@ -613,6 +648,40 @@ impl Engine {
         drop(core);
         outcome
     }
+
+    /// Whether the holder of `lock_id` released it on this variable (the
+    /// `renew-revives-released` fault).
+    fn released(&self, namespace: &str, path: &str, lock_id: &str) -> bool {
+        lock(&self.history).events().iter().any(|e| {
+            e.namespace == namespace
+                && e.path == path
+                && matches!(&e.kind, LockEventKind::Released { lock_id: id } if id == lock_id)
+        })
+    }
+
+    /// Locks `var` again under `lock_id` with the default numbers and a new timer (the
+    /// `renew-revives-released` fault); answers what a renew answers.
+    fn revive(self: &Arc<Self>, core: &mut Core, mut var: Variable, lock_id: &str) -> Value {
+        let mut revived = VariableLock {
+            id: lock_id.to_string(),
+            ..VariableLock::default()
+        };
+        canonicalize_lock(&mut revived, &self.profile, false);
+        var.metadata.lock = Some(revived.clone());
+        let index = core.store.next_index();
+        let written = match core.store.set(index, var) {
+            StateResult::Ok(Some(meta)) => meta,
+            _ => VariableMetadata::default(),
+        };
+        let (namespace, path) = (written.namespace.clone(), written.path.clone());
+        self.create_ttl_timer(core, &namespace, &path, &revived);
+        Value::Object(metadata_json(&written))
+    }
+}
+
+/// Whether a request's lock ID is not the held one (Nomad's `isLocked` for a held lock).
+fn foreign_id(request_id: Option<&str>, held: &VariableLock) -> bool {
+    request_id != Some(held.id.as_str())
 }
 
 /// `VariableLock.Canonicalize`: new ID, default delay, default TTL (the shortest one with the

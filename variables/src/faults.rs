@@ -88,6 +88,31 @@ pub enum Fault {
     WorkloadPrefix,
     /// A restart loses every lock (as if locks were not raft state).
     RestartDropsLocks,
+    /// A lock-release of a missing variable answers 404, and of a variable without a lock 409
+    /// (the RPC's coded errors, which only renew uses), instead of Nomad's plain-error 500s.
+    ReleaseErrorsCoded,
+    /// Lock-acquire and lock-release conflicts carry `X-Nomad-Index`, as set, cas and delete
+    /// conflicts do.
+    LockConflictIndexed,
+    /// A renew with a lock ID its holder released takes the lock again instead of answering 409.
+    RenewRevivesReleased,
+    /// When a lapsed lock's delay ends, only a lock still held under the lapsed lock ID is
+    /// cleared (a newer holder keeps its lock).
+    DelayChecksId,
+    /// A lock-acquire with the lock ID already held restarts the leader's timer.
+    ReacquireResetsTimer,
+    /// Lock-acquire and lock-release use `?namespace=` even when the body names a namespace.
+    LockQueryNamespace,
+    /// A holder's plain write with its lock ID keeps the lock's TTL and lock delay instead of
+    /// resetting them to the defaults.
+    SetKeepsLockNumbers,
+    /// A lock-acquire without items keeps the variable's items.
+    AcquireKeepsItems,
+    /// A workload identity may take, renew and release locks on its own job's paths without a
+    /// policy.
+    WorkloadLocks,
+    /// The ACL policy API accepts unknown and repeated top-level keys.
+    PolicyKeysUnchecked,
 }
 
 impl Fault {
@@ -130,6 +155,16 @@ impl Fault {
         Fault::PolicyUnchecked,
         Fault::WorkloadPrefix,
         Fault::RestartDropsLocks,
+        Fault::ReleaseErrorsCoded,
+        Fault::LockConflictIndexed,
+        Fault::RenewRevivesReleased,
+        Fault::DelayChecksId,
+        Fault::ReacquireResetsTimer,
+        Fault::LockQueryNamespace,
+        Fault::SetKeepsLockNumbers,
+        Fault::AcquireKeepsItems,
+        Fault::WorkloadLocks,
+        Fault::PolicyKeysUnchecked,
     ];
 
     /// The fault's kebab-case name (`acquire-steals`).
@@ -172,6 +207,16 @@ impl Fault {
             Fault::PolicyUnchecked => "policy-unchecked",
             Fault::WorkloadPrefix => "workload-prefix",
             Fault::RestartDropsLocks => "restart-drops-locks",
+            Fault::ReleaseErrorsCoded => "release-errors-coded",
+            Fault::LockConflictIndexed => "lock-conflict-indexed",
+            Fault::RenewRevivesReleased => "renew-revives-released",
+            Fault::DelayChecksId => "delay-checks-id",
+            Fault::ReacquireResetsTimer => "reacquire-resets-timer",
+            Fault::LockQueryNamespace => "lock-query-namespace",
+            Fault::SetKeepsLockNumbers => "set-keeps-lock-numbers",
+            Fault::AcquireKeepsItems => "acquire-keeps-items",
+            Fault::WorkloadLocks => "workload-locks",
+            Fault::PolicyKeysUnchecked => "policy-keys-unchecked",
         }
     }
 }

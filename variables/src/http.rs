@@ -14,6 +14,9 @@
 //!   `ModifyIndex` on 409, 0 on errors from the server), on lock acquire/release successes and
 //!   errors (0) but not on their 409s (the status is written before the deferred header), never
 //!   on renew; GET and list also send `X-Nomad-KnownLeader` and `X-Nomad-LastContact`;
+//! - the JSON of a lock-acquire or lock-release 409 goes out as `text/plain; charset=utf-8`:
+//!   its status is written before `wrap` sets `Content-Type: application/json`, so Go's
+//!   `net/http` sniffs the body instead;
 //! - like Go's `ServeMux`, a non-canonical path (`//`, `.`, `..`) is answered with a 301 to the
 //!   cleaned path, and `/v1/var` with a 301 to `/v1/var/`;
 //! - `/v1/acl/...` and `/v1/namespace...` go to the ACL and namespace APIs ([`crate::admin`]);
@@ -81,6 +84,9 @@ struct Reply {
     index: Option<u64>,
     query_meta: bool,
     location: Option<String>,
+    /// The content type Go's `net/http` sniffs, for a body written after an early
+    /// `WriteHeader` (lock-operation conflicts).
+    sniffed: bool,
 }
 
 #[derive(Debug)]
@@ -98,6 +104,7 @@ impl Reply {
             index: None,
             query_meta: false,
             location: None,
+            sniffed: false,
         }
     }
 
@@ -108,6 +115,7 @@ impl Reply {
             index: None,
             query_meta: false,
             location: None,
+            sniffed: false,
         }
     }
 
@@ -118,6 +126,7 @@ impl Reply {
             index: None,
             query_meta: false,
             location: None,
+            sniffed: false,
         }
     }
 
@@ -127,6 +136,11 @@ impl Reply {
 
     fn with_index(mut self, index: u64) -> Self {
         self.index = Some(index);
+        self
+    }
+
+    fn sniffed(mut self) -> Self {
+        self.sniffed = true;
         self
     }
 
@@ -155,7 +169,11 @@ impl Reply {
             ReplyBody::Empty => (Vec::new(), None),
             ReplyBody::Json(value) => (
                 serde_json::to_vec(value).unwrap_or_default(),
-                Some("application/json"),
+                Some(if self.sniffed {
+                    "text/plain; charset=utf-8"
+                } else {
+                    "application/json"
+                }),
             ),
             ReplyBody::Text(text) => {
                 let kind = if self.location.is_some() {
@@ -568,7 +586,22 @@ impl Ctx<'_> {
                 }
                 Reply::json(200, body).with_index(index)
             }
-            Ok(ApplyOutcome::Conflict { body, .. }) => Reply::json(409, body),
+            // command/agent/variable_endpoint.go (variableLockOperation) registers
+            // `defer setIndex(resp, out.WriteMeta.Index)` and answers a conflict with
+            // `resp.WriteHeader(409)` first: header changes after WriteHeader are lost, so a
+            // lock conflict has no X-Nomad-Index (set, cas and delete conflicts set it before)
+            // and no JSON content type. Its body is the zero-value variable the state store
+            // built (namespace and path only, see `conflict_body`).
+            Ok(ApplyOutcome::Conflict { body, modify_index }) => {
+                let reply = Reply::json(409, body).sniffed();
+                if self.engine.has(Fault::LockConflictIndexed) {
+                    reply.with_index(modify_index)
+                } else {
+                    reply
+                }
+            }
+            // An RPC error (400 validation, 403, and the release state errors' 500s): the
+            // reply is zero, so the deferred setIndex writes X-Nomad-Index: 0.
             Err(err) => Reply::error(err).with_index(0),
         }
     }

@@ -47,7 +47,6 @@ pub use acl::{
     AclConfig, Capability, NamespaceRule, PathRule, Policy, Token, TokenKind, WorkloadClaim,
 };
 pub use clock::{Clock, Sleep, TokioClock};
-pub use engine::ReleaseErrorMode;
 pub use error::Error;
 pub use faults::{Fault, Faults};
 pub use godur::{format as format_go_duration, parse as parse_go_duration};

@@ -255,6 +255,12 @@ impl Engine {
     }
 
     /// The lock delay ended: clear whatever lock the variable holds (a raft write).
+    ///
+    /// nomad/locks.go (invalidateVariableLock) applies a lock-release whose variable has no
+    /// Lock; nomad/state/state_store_variables.go (VarLockRelease) compares lock IDs only
+    /// when the request has a Lock, so the lock is cleared whoever holds it now: the holder
+    /// that lapsed, or a client that took the lock after that holder released it during the
+    /// delay (the delay's `time.AfterFunc` is never cancelled).
     fn on_delay_over(self: &Arc<Self>, key: u64) {
         let mut core = lock(&self.core);
         let Some(delay) = core.timers.delays.remove(&key) else {
@@ -266,9 +272,12 @@ impl Engine {
             .get(&delay.namespace, &delay.path)
             .and_then(|v| v.metadata.lock.as_ref())
             .map(|l| l.id.clone());
+        let only = self
+            .has(Fault::DelayChecksId)
+            .then_some(delay.lock_id.as_str());
         let result = core
             .store
-            .lock_release(index, &delay.namespace, &delay.path, None);
+            .lock_release(index, &delay.namespace, &delay.path, only);
         let cleared = matches!(result, StateResult::Ok(_))
             .then_some(held)
             .flatten();
@@ -362,7 +371,7 @@ mod tests {
     use super::*;
     use crate::acl::{AclConfig, Caller};
     use crate::clock::TokioClock;
-    use crate::engine::{ApplyOutcome, Op, ReleaseErrorMode};
+    use crate::engine::{ApplyOutcome, Op};
     use crate::profile::Profile;
     use crate::wire::RequestVariable;
 
@@ -371,7 +380,6 @@ mod tests {
             Profile::nomad(),
             Arc::new(TokioClock::new()),
             AclConfig::disabled(),
-            ReleaseErrorMode::Contract,
         ))
     }
 

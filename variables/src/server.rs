@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::acl::{AclConfig, Policy, Token};
 use crate::clock::{Clock, TokioClock};
-use crate::engine::{Engine, ReleaseErrorMode, lock};
+use crate::engine::{Engine, lock};
 use crate::error::Error;
 use crate::faults::{Fault, Faults};
 use crate::history::{LockEvent, RequestRecord};
@@ -58,8 +58,6 @@ pub struct ServerConfig {
     pub acl: AclConfig,
     /// Time source.
     pub clock: Arc<dyn Clock>,
-    /// Status codes of lock-release on a missing variable or a variable without a lock.
-    pub release_errors: ReleaseErrorMode,
     /// Misbehaviours, for testing a conformance suite against a broken server (none by
     /// default; see [`Fault`]).
     pub faults: Faults,
@@ -73,7 +71,6 @@ impl ServerConfig {
             profile: Profile::nomad(),
             acl: AclConfig::disabled(),
             clock: Arc::new(TokioClock::new()),
-            release_errors: ReleaseErrorMode::default(),
             faults: Faults::none(),
         }
     }
@@ -107,12 +104,6 @@ impl ServerConfig {
         self.faults.insert(fault);
         self
     }
-
-    /// Uses `mode` for lock-release state errors.
-    pub fn with_release_errors(mut self, mode: ReleaseErrorMode) -> Self {
-        self.release_errors = mode;
-        self
-    }
 }
 
 /// Entry point.
@@ -125,12 +116,7 @@ impl VariablesServer {
         if !config.faults.has(Fault::PolicyUnchecked) {
             config.acl.validate()?;
         }
-        let mut engine = Engine::new(
-            config.profile,
-            config.clock,
-            config.acl,
-            config.release_errors,
-        );
+        let mut engine = Engine::new(config.profile, config.clock, config.acl);
         engine.faults = config.faults;
         let engine = Arc::new(engine);
         let (bound, kind) = match config.listen {

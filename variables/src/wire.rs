@@ -88,15 +88,17 @@ fn duration_text(nanos: i64) -> String {
     }
 }
 
-/// `{"ID", "TTL", "LockDelay"}` as Nomad writes it.
+/// `{"TTL", "LockDelay", "ID"}` as Nomad writes it: `VariableLock.MarshalJSON`
+/// (nomad/structs/variables.go) encodes an alias with the durations as strings first, then
+/// the ID.
 pub(crate) fn lock_json(lock: &VariableLock) -> Value {
     let mut map = Map::new();
-    map.insert("ID".into(), Value::String(lock.id.clone()));
     map.insert("TTL".into(), Value::String(duration_text(lock.ttl_nanos)));
     map.insert(
         "LockDelay".into(),
         Value::String(duration_text(lock.lock_delay_nanos)),
     );
+    map.insert("ID".into(), Value::String(lock.id.clone()));
     Value::Object(map)
 }
 
@@ -482,7 +484,7 @@ mod tests {
         let text = serde_json::to_string(&variable_json(&meta, &BTreeMap::new())).unwrap();
         assert_eq!(
             text,
-            r#"{"Namespace":"default","Path":"p","Lock":{"ID":"x","TTL":"15s","LockDelay":""},"CreateIndex":0,"CreateTime":0,"ModifyIndex":0,"ModifyTime":0}"#
+            r#"{"Namespace":"default","Path":"p","Lock":{"TTL":"15s","LockDelay":"","ID":"x"},"CreateIndex":0,"CreateTime":0,"ModifyIndex":0,"ModifyTime":0}"#
         );
     }
 }

@@ -243,6 +243,51 @@ async fn workload_identity_gets_read_on_its_own_paths_only() {
 }
 
 #[tokio::test]
+async fn workload_identity_without_a_policy_cannot_lock_its_own_paths() {
+    let claim = WorkloadClaim {
+        namespace: "default".into(),
+        job: "example".into(),
+        group: "web".into(),
+        task: "httpd".into(),
+    };
+    let (_server, client) = start(
+        Profile::fast(),
+        acl_with(vec![], vec![Token::workload("wi", claim, &[])]),
+    )
+    .await;
+    let root = client.with_token(ROOT);
+    let held = root
+        .put("/v1/var/nomad/jobs/example/web/httpd?lock-acquire", "{}")
+        .await;
+    assert_eq!(held.status, 200, "{}", held.body);
+    let id = held.lock_id();
+    let wi = client.with_token("wi");
+    // Reads of its own paths work; no lock operation does, on any of them.
+    assert_eq!(
+        wi.get("/v1/var/nomad/jobs/example/web/httpd").await.status,
+        200
+    );
+    for path in [
+        "nomad/jobs",
+        "nomad/jobs/example",
+        "nomad/jobs/example/web",
+        "nomad/jobs/example/web/httpd",
+    ] {
+        let resp = wi.put(&format!("/v1/var/{path}?lock-acquire"), "{}").await;
+        assert_eq!(
+            (resp.status, resp.body.as_str()),
+            (403, "Permission denied"),
+            "{path}"
+        );
+    }
+    let path = "nomad/jobs/example/web/httpd";
+    assert_eq!(wi.renew(path, &id).await.status, 403);
+    let release = wi.release(path, &id).await;
+    assert_eq!((release.status, release.index()), (403, Some(0)));
+    assert_eq!(root.renew(path, &id).await.status, 200);
+}
+
+#[tokio::test]
 async fn unknown_tokens_are_refused_and_anonymous_uses_its_policy() {
     let mut acl = acl_with(
         vec![Policy::new("anon").path("default", "public/*", &[Read])],

@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use nomad_conform_variables::{
-    AclConfig, LockEventKind, Profile, ReleaseErrorMode, ServerConfig, VariablesServer,
+    AclConfig, Fault, LockEventKind, Profile, ServerConfig, VariablesServer,
 };
 use serde_json::json;
 use support::{Client, items_body, start, start_fast};
@@ -109,7 +109,8 @@ async fn conflict_renew_and_release_answers() {
     let held = client.acquire("l", "10s", "1s").await;
     let id = held.lock_id();
 
-    // Another acquirer: 409 with namespace and path only, no index header.
+    // Another acquirer: 409 with namespace and path only, no index header, and the content
+    // type Go sniffs (the status is written before wrap sets application/json).
     let other = client.acquire("l", "10s", "1s").await;
     assert_eq!(other.status, 409);
     assert_eq!(
@@ -117,6 +118,11 @@ async fn conflict_renew_and_release_answers() {
         json!({"Namespace":"default","Path":"l","CreateIndex":0,"CreateTime":0,"ModifyIndex":0,"ModifyTime":0})
     );
     assert_eq!(other.index(), None);
+    assert_eq!(
+        other.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(held.header("content-type"), Some("application/json"));
     assert_eq!(
         client
             .acquire_as("l", "not-the-id", "10s", "1s")
@@ -156,6 +162,7 @@ async fn conflict_renew_and_release_answers() {
     // Release answers.
     let wrong = client.release("l", "wrong").await;
     assert_eq!(wrong.status, 409);
+    assert_eq!(wrong.index(), None);
     assert_eq!(wrong.json()["Path"], "l");
     assert!(
         wrong.json().get("Lock").is_none(),
@@ -189,16 +196,27 @@ async fn conflict_renew_and_release_answers() {
     assert!(released.index().unwrap() > held.index().unwrap());
     assert!(server.timers().is_empty(), "release stops the timer");
     assert_eq!(client.get("/v1/var/l").await.json().get("Lock"), None);
-    // Contract B.2 statuses for the state errors.
+    // The state store's plain errors: 500, with X-Nomad-Index 0, any lock ID.
     let again = client.release("l", &id).await;
     assert_eq!(
-        (again.status, again.body.as_str()),
-        (409, "variable doesn't hold a lock")
+        (again.status, again.body.as_str(), again.index()),
+        (500, "variable doesn't hold a lock", Some(0))
     );
+    assert_eq!(
+        again.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(client.release("l", "any-other-id").await.status, 500);
     let missing = client.release("missing", &id).await;
     assert_eq!(
-        (missing.status, missing.body.as_str()),
-        (404, "variable doesn't exist")
+        (missing.status, missing.body.as_str(), missing.index()),
+        (500, "variable doesn't exist", Some(0))
+    );
+    // The renew after the release: the coded 409.
+    let renew = client.renew("l", &id).await;
+    assert_eq!(
+        (renew.status, renew.body.as_str()),
+        (409, "variable doesn't hold a lock")
     );
     // After release anyone may acquire.
     assert_eq!(client.acquire("l", "10s", "1s").await.status, 200);
@@ -220,24 +238,53 @@ async fn conflict_renew_and_release_answers() {
 }
 
 #[tokio::test]
-async fn release_state_errors_can_follow_the_plain_error_path() {
+async fn release_errors_coded_fault_answers_404_and_409() {
     let server = VariablesServer::start(
         ServerConfig::localhost()
             .with_profile(Profile::fast())
-            .with_release_errors(ReleaseErrorMode::PlainErrors),
+            .with_fault(Fault::ReleaseErrorsCoded),
     )
     .await
     .unwrap();
     let client = Client::of(&server);
-    assert_eq!(client.release("missing", "x").await.status, 500);
+    let missing = client.release("missing", "x").await;
+    assert_eq!(
+        (missing.status, missing.body.as_str()),
+        (404, "variable doesn't exist")
+    );
     client
         .put("/v1/var/plain", &items_body(&[("k", "v")]))
         .await;
     let resp = client.release("plain", "x").await;
     assert_eq!(
         (resp.status, resp.body.as_str()),
-        (500, "variable doesn't hold a lock")
+        (409, "variable doesn't hold a lock")
     );
+}
+
+#[tokio::test]
+async fn release_after_a_lapse_answers_500() {
+    let (server, client) = start_fast().await;
+    let id = client.acquire("lapse", "1s", "100ms").await.lock_id();
+    // 2 × TTL + delay = 2.1s; the lock is cleared by then.
+    tokio::time::sleep(Duration::from_millis(2_400)).await;
+    assert!(
+        server
+            .variable("default", "lapse")
+            .unwrap()
+            .metadata
+            .lock
+            .is_none()
+    );
+    let resp = client.release("lapse", &id).await;
+    assert_eq!(
+        (resp.status, resp.body.as_str(), resp.index()),
+        (500, "variable doesn't hold a lock", Some(0))
+    );
+    assert!(kinds(&server).iter().any(|k| matches!(
+        k,
+        LockEventKind::ReleaseRefused { status: 500, reason, .. } if reason == "variable doesn't hold a lock"
+    )));
 }
 
 #[tokio::test]
@@ -290,7 +337,9 @@ async fn locked_variables_refuse_writes_and_deletes() {
         "v"
     );
 
-    // The holder may write with its lock ID; the response shows the lock to its holder.
+    // The holder may write with its lock ID; the response shows the lock to its holder. The
+    // leader's timer is left as it is (only acquire and release touch timers).
+    let deadline = server.timers()[0].deadline;
     let owner = client
         .put(
             "/v1/var/guarded",
@@ -300,9 +349,35 @@ async fn locked_variables_refuse_writes_and_deletes() {
     assert_eq!(owner.status, 200, "{}", owner.body);
     assert_eq!(owner.lock_id(), id);
     assert_eq!(
-        owner.json()["Lock"]["TTL"],
-        "1.5s",
-        "a set rewrites TTL and delay to defaults"
+        (
+            &owner.json()["Lock"]["TTL"],
+            &owner.json()["Lock"]["LockDelay"]
+        ),
+        (&json!("1.5s"), &json!("1.5s")),
+        "a set rewrites TTL and delay to the (scaled) defaults"
+    );
+    assert_eq!(server.timers().len(), 1);
+    assert_eq!(
+        server.timers()[0].deadline,
+        deadline,
+        "the write leaves the timer"
+    );
+    // Echoing the acquire answer's Lock (TTL and delay set) is refused.
+    let echoed = client
+        .put(
+            "/v1/var/guarded",
+            &format!(
+                r#"{{"Items":{{"k":"x"}},"Lock":{{"ID":"{id}","TTL":"10s","LockDelay":"1.5s"}}}}"#
+            ),
+        )
+        .await;
+    assert_eq!(
+        (echoed.status, echoed.body.as_str(), echoed.index()),
+        (
+            400,
+            "RPC Error:: 400,RPC Error:: 400,variable should not contain lock definition",
+            Some(0)
+        )
     );
     // Still nobody else may delete.
     assert_eq!(client.delete("/v1/var/guarded").await.status, 409);

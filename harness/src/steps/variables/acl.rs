@@ -161,15 +161,8 @@ async fn workload_identity(
 
 #[when(expr = "the harness creates a policy with {string} on {string}")]
 async fn creates_policy(w: &mut VariablesWorld, caps: String, name: String) {
-    let policy = w.made_name("policy");
-    let endpoint = w.endpoint();
-    w.registry().policy(&endpoint, &policy);
     let rules = policy_rules("default", &[(w.path(&name), capabilities(&caps))]);
-    let description = format!("nomad-conform {}", w.ctx().clause.id);
-    let i = w
-        .send(policy_call(&policy, &rules, &description, w.admin()))
-        .await;
-    w.last = Some(i);
+    w.create_policy(rules).await;
 }
 
 #[then(
@@ -299,4 +292,82 @@ fn status_is(w: &VariablesWorld, i: usize, want: u16) -> Result<(), String> {
     } else {
         Err(e.summary())
     }
+}
+
+#[then(expr = "the token {string} cannot renew or release the lock on {string}")]
+async fn token_cannot_renew_or_release(
+    w: &mut VariablesWorld,
+    label: String,
+    name: String,
+) -> StepResult {
+    let Some(t) = w.tokens.get(&label).cloned() else {
+        return Err(w
+            .ctx()
+            .harness_error(format!("no token {label:?} was made")));
+    };
+    let path = w.path(&name);
+    let Some(id) = w.holds.get(&path).map(|h| h.id.clone()) else {
+        return Err(w
+            .ctx()
+            .harness_error(format!("the harness holds no lock on {path}")));
+    };
+    let renew = json!({"Path": path, "Lock": {"ID": id}});
+    let r = w
+        .lock_op("lock-renew", "default", &path, renew, t.credential.clone())
+        .await;
+    let release = json!({"Lock": {"ID": id}});
+    let l = w
+        .lock_op(
+            "lock-release",
+            "default",
+            &path,
+            release,
+            t.credential.clone(),
+        )
+        .await;
+    let (r, l) = (w.exchange(r).clone(), w.exchange(l).clone());
+    if r.status == Some(403) && l.status == Some(403) {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!(
+            "the token \"{label}\" ({}) may not renew or release the lock the harness holds on {path}, even with its lock ID: lock-renew and lock-release answer 403",
+            t.grants
+        ),
+        &format!("{}\n{}", r.summary(), l.summary()),
+    ))
+}
+
+impl VariablesWorld {
+    /// `PUT /v1/acl/policy/<made-up name>` with `rules`; the answer is the one judged next.
+    async fn create_policy(&mut self, rules: String) {
+        let policy = self.made_name("policy");
+        let endpoint = self.endpoint();
+        self.registry().policy(&endpoint, &policy);
+        let description = format!("nomad-conform {}", self.ctx().clause.id);
+        let i = self
+            .send(policy_call(&policy, &rules, &description, self.admin()))
+            .await;
+        self.last = Some(i);
+    }
+}
+
+#[when("the harness creates a policy with unknown top-level keys and a repeated agent block")]
+async fn creates_policy_unknown_keys(w: &mut VariablesWorld) {
+    let valid = policy_rules("default", &[(w.path("app/*"), vec!["read".into()])]);
+    let rules = format!(
+        "{valid}agent {{\n  policy = \"read\"\n}}\nagent {{\n  policy = \"read\"\n}}\nbogus = \"x\"\nzeta {{\n}}\n"
+    );
+    w.create_policy(rules).await;
+}
+
+#[when(
+    "the harness creates a policy with unknown keys inside its namespace, variables and path blocks"
+)]
+async fn creates_policy_nested_unknown_keys(w: &mut VariablesWorld) {
+    let path = serde_json::Value::String(w.path("app/*")).to_string();
+    let rules = format!(
+        "namespace \"default\" {{\n  bogus = \"x\"\n  variables {{\n    bogus = \"y\"\n    path {path} {{\n      capabilities = [\"read\"]\n      bogus        = \"z\"\n    }}\n  }}\n}}\n"
+    );
+    w.create_policy(rules).await;
 }

@@ -266,6 +266,26 @@ async fn answer_is(w: &mut VariablesWorld, status: u16) -> StepResult {
     w.expect_status(status)
 }
 
+#[then(expr = "the answer is {int} with {string}")]
+async fn answer_with_text(w: &mut VariablesWorld, status: u16, text: String) -> StepResult {
+    w.expect_text(status, &text, true, None)
+}
+
+#[then(expr = "the answer is {int} with {string} and X-Nomad-Index {int}")]
+async fn answer_with_text_and_index(
+    w: &mut VariablesWorld,
+    status: u16,
+    text: String,
+    index: u64,
+) -> StepResult {
+    w.expect_text(status, &text, true, Some(index))
+}
+
+#[then(expr = "the answer is {int} and says {string}")]
+async fn answer_says(w: &mut VariablesWorld, status: u16, text: String) -> StepResult {
+    w.expect_text(status, &text, false, None)
+}
+
 #[then("every answer is 400")]
 async fn every_answer_400(w: &mut VariablesWorld) -> StepResult {
     let wrong: Vec<String> = w
@@ -444,6 +464,21 @@ async fn reading_gives(w: &mut VariablesWorld, name: String, text: String) -> St
     }
     Err(w.fail(
         &format!("{path} holds {}", items_text(&want)),
+        &format!("a read answered {}", e.outcome()),
+    ))
+}
+
+#[then(expr = "reading {string} gives no items")]
+async fn reading_gives_no_items(w: &mut VariablesWorld, name: String) -> StepResult {
+    let path = w.path(&name);
+    let i = w.read("default", &path, w.admin()).await;
+    let e = w.exchange(i);
+    let items = e.json().and_then(|v| items_of(&v)).unwrap_or_default();
+    if e.status == Some(200) && items.is_empty() {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!("{path} holds no items: a read answers 200 without Items"),
         &format!("a read answered {}", e.outcome()),
     ))
 }

@@ -632,3 +632,306 @@ async fn other_not_before_delay(w: &mut VariablesWorld) -> StepResult {
         ),
     ))
 }
+
+impl VariablesWorld {
+    /// Sleep until `after` past the holder's acquire being answered.
+    async fn after_acquire(&self, hold: &Hold, after: Duration) {
+        sleep_until(hold.answered + after).await;
+    }
+
+    /// A quarter of the shortest TTL: how far past a point of Nomad's numbers the harness
+    /// looks, so that the server's timer has surely fired.
+    fn margin(&self) -> Duration {
+        self.config().timing.tolerance / 2
+    }
+
+    /// A lock-renew of `path` with `id`: `?namespace=` from `query_namespace`, and a body
+    /// naming `body_namespace` if given.
+    async fn renew_naming(
+        &mut self,
+        query_namespace: &str,
+        body_namespace: Option<&str>,
+        path: &str,
+        id: &str,
+    ) -> usize {
+        let mut body = json!({"Path": path, "Lock": {"ID": id}});
+        if let Some(ns) = body_namespace {
+            body["Namespace"] = Value::String(ns.to_string());
+        }
+        self.lock_op("lock-renew", query_namespace, path, body, self.admin())
+            .await
+    }
+}
+
+#[when(expr = "the holder renews the lock on {string} just after twice the TTL")]
+async fn holder_renews_after_lapse(w: &mut VariablesWorld, name: String) -> StepResult {
+    let hold = w.holder(&name)?;
+    w.after_acquire(&hold, hold.ttl * 2 + w.margin()).await;
+    w.renew(&hold.path, &hold.id, w.admin()).await;
+    Ok(())
+}
+
+#[when(expr = "the lock on {string} has lapsed into its lock delay")]
+async fn lapsed_into_delay(w: &mut VariablesWorld, name: String) -> StepResult {
+    let hold = w.holder(&name)?;
+    w.after_acquire(&hold, hold.ttl * 2 + w.margin()).await;
+    Ok(())
+}
+
+#[when(expr = "the lock delay of {string} has ended")]
+async fn delay_ended(w: &mut VariablesWorld, name: String) -> StepResult {
+    let hold = w.holder(&name)?;
+    let tolerance = w.config().timing.tolerance;
+    w.after_acquire(&hold, hold.ttl * 2 + hold.delay + tolerance)
+        .await;
+    Ok(())
+}
+
+#[when(expr = "the holder acquires the lock on {string} again with its lock ID at the TTL")]
+async fn holder_reacquires(w: &mut VariablesWorld, name: String) -> StepResult {
+    let hold = w.holder(&name)?;
+    sleep_until(hold.sent + hold.ttl).await;
+    // What Nomad's Go client sends again: the lock its first acquire answered.
+    let body = json!({
+        "Path": hold.path,
+        "Lock": {
+            "ID": hold.id,
+            "TTL": go_duration(hold.ttl),
+            "LockDelay": go_duration(hold.delay),
+        },
+    });
+    w.lock_op("lock-acquire", "default", &hold.path, body, w.admin())
+        .await;
+    Ok(())
+}
+
+#[when(expr = "another client takes the lock on {string}")]
+async fn other_takes(w: &mut VariablesWorld, name: String) {
+    let path = w.path(&name);
+    let i = w.acquire(&path, &Ask::default(), w.admin()).await;
+    let e = w.exchange(i);
+    if e.status == Some(200)
+        && let Some(id) = lock_id(e)
+    {
+        w.others.insert(path, id);
+    }
+}
+
+#[when(expr = "the other client renews its lock on {string}")]
+async fn other_renews_own(w: &mut VariablesWorld, name: String) -> StepResult {
+    let path = w.path(&name);
+    let Some(id) = w.others.get(&path).cloned() else {
+        return Err(w
+            .ctx()
+            .harness_error(format!("no other client holds a lock on {path}")));
+    };
+    w.renew(&path, &id, w.admin()).await;
+    Ok(())
+}
+
+#[when(expr = "the holder writes {string} with {string}, its lock ID, TTL and lock delay")]
+async fn holder_writes_lock_numbers(
+    w: &mut VariablesWorld,
+    name: String,
+    text: String,
+) -> StepResult {
+    let hold = w.holder(&name)?;
+    // The acquire answer's Lock echoed whole.
+    let body = json!({
+        "Items": items_json(&items(&text)),
+        "Lock": {
+            "ID": hold.id,
+            "TTL": go_duration(hold.ttl),
+            "LockDelay": go_duration(hold.delay),
+        },
+    });
+    let i = w
+        .variable_call(super::VarRequest {
+            operation: "set",
+            method: "PUT",
+            namespace: "default".into(),
+            path: hold.path.clone(),
+            query: None,
+            body: Some(body),
+            credential: w.admin(),
+        })
+        .await;
+    w.note_write(i);
+    Ok(())
+}
+
+#[then("the answer is 200 with the lock's TTL and lock delay reset to the defaults")]
+async fn answer_lock_reset(w: &mut VariablesWorld) -> StepResult {
+    let e = w.last()?;
+    let n = w.numbers();
+    let held = w
+        .subject
+        .as_ref()
+        .and_then(|(_, p)| w.holds.get(p))
+        .cloned();
+    let lock = e.json().and_then(|v| v.get("Lock").cloned());
+    let text = |field: &str| {
+        lock.as_ref()
+            .and_then(|l| l.get(field))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let duration = |field: &str| {
+        text(field)
+            .and_then(|t| nomad_conform_variables::parse_go_duration(&t).ok())
+            .and_then(|n| u64::try_from(n).ok())
+            .map(Duration::from_nanos)
+    };
+    let id_ok = held
+        .as_ref()
+        .is_some_and(|h| text("ID") == Some(h.id.clone()));
+    if e.status == Some(200)
+        && id_ok
+        && duration("TTL") == Some(n.lock_ttl_default)
+        && duration("LockDelay") == Some(n.lock_delay_default)
+    {
+        return Ok(());
+    }
+    let acquired = held
+        .as_ref()
+        .map(|h| format!("TTL {}, lock delay {}", fmt(h.ttl), fmt(h.delay)))
+        .unwrap_or_default();
+    Err(w.fail(
+        &format!(
+            "{} answers 200 with the held lock (Lock.ID {}), its TTL and lock delay set to the {} defaults {} and {} whatever the acquire asked for ({acquired})",
+            e.request_line(),
+            held.map(|h| h.id).unwrap_or_default(),
+            n.name,
+            go_duration(n.lock_ttl_default),
+            go_duration(n.lock_delay_default),
+        ),
+        &e.outcome(),
+    ))
+}
+
+#[then(expr = "the answer is 409 with the zero-value variable {string} and no X-Nomad-Index")]
+async fn answer_zero_value(w: &mut VariablesWorld, name: String) -> StepResult {
+    let e = w.last()?;
+    let path = w.path(&name);
+    let mut problems = Vec::new();
+    if e.status != Some(409) {
+        problems.push(format!(
+            "status {}",
+            e.status.map_or("none".into(), |s| s.to_string())
+        ));
+    }
+    if let Some(i) = e.index {
+        problems.push(format!("X-Nomad-Index: {i}"));
+    }
+    match e.json() {
+        Some(Value::Object(v)) => {
+            let text = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or_default();
+            if text("Namespace") != "default" {
+                problems.push(format!("Namespace {:?}", text("Namespace")));
+            }
+            if text("Path") != path {
+                problems.push(format!("Path {:?}", text("Path")));
+            }
+            for f in ["CreateIndex", "CreateTime", "ModifyIndex", "ModifyTime"] {
+                if v.get(f).and_then(Value::as_i64) != Some(0) {
+                    problems.push(format!(
+                        "{f} {}",
+                        v.get(f).map_or("absent".into(), Value::to_string)
+                    ));
+                }
+            }
+            if v.get("Items").is_some_and(|i| !i.is_null()) {
+                problems.push("Items shown".into());
+            }
+            if v.get("Lock").is_some_and(|l| !l.is_null()) {
+                problems.push("Lock shown".into());
+            }
+        }
+        _ => problems.push("the body is not a JSON object".into()),
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!(
+            "{} answers 409 with the zero-value variable of {path} (Namespace default, its Path, CreateIndex, CreateTime, ModifyIndex and ModifyTime 0, no Lock, no Items) and no X-Nomad-Index header",
+            e.request_line()
+        ),
+        &format!("{}\nanswer: {}", problems.join(", "), e.outcome()),
+    ))
+}
+
+#[when(expr = "the harness acquires the lock on {string} naming that namespace in the body only")]
+async fn acquire_body_namespace(w: &mut VariablesWorld, name: String) -> StepResult {
+    let ns = w.that_namespace()?;
+    let path = w.path(&name);
+    let endpoint = w.endpoint();
+    w.registry().variable(&endpoint, &ns, &path);
+    let body = json!({"Namespace": ns, "Path": path});
+    let i = w
+        .lock_op("lock-acquire", "default", &path, body, w.admin())
+        .await;
+    let e = w.exchange(i).clone();
+    if e.status == Some(200)
+        && let Some(id) = lock_id(&e)
+    {
+        w.note_lock(&ns, &path, &id);
+        let hold = Hold {
+            path: path.clone(),
+            id,
+            sent: e.at,
+            answered: e.answered(),
+            ttl: w.numbers().lock_ttl_default,
+            delay: w.numbers().lock_delay_default,
+        };
+        w.holds.insert(path, hold);
+    }
+    Ok(())
+}
+
+#[then("the answer is 200 with a lock ID in that namespace")]
+async fn answer_lock_in_namespace(w: &mut VariablesWorld) -> StepResult {
+    let ns = w.that_namespace()?;
+    let e = w.last()?;
+    let answered = e.json().and_then(|v| {
+        v.get("Namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    if e.status == Some(200) && lock_id(e).is_some() && answered.as_deref() == Some(ns.as_str()) {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!(
+            "{} with Namespace {ns} in its body answers 200 with a lock ID on the variable in namespace {ns}",
+            e.request_line()
+        ),
+        &e.outcome(),
+    ))
+}
+
+#[when(expr = "the holder renews the lock on {string} naming that namespace in the body only")]
+async fn holder_renews_body_namespace(w: &mut VariablesWorld, name: String) -> StepResult {
+    let ns = w.that_namespace()?;
+    let hold = w.holder(&name)?;
+    w.renew_naming("default", Some(&ns), &hold.path, &hold.id)
+        .await;
+    Ok(())
+}
+
+#[when(expr = "the holder renews the lock on {string} in that namespace")]
+async fn holder_renews_in_namespace(w: &mut VariablesWorld, name: String) -> StepResult {
+    let ns = w.that_namespace()?;
+    let hold = w.holder(&name)?;
+    w.renew_naming(&ns, None, &hold.path, &hold.id).await;
+    Ok(())
+}
+
+#[when(expr = "the holder releases the lock on {string} naming that namespace in the body only")]
+async fn holder_releases_body_namespace(w: &mut VariablesWorld, name: String) -> StepResult {
+    let ns = w.that_namespace()?;
+    let hold = w.holder(&name)?;
+    let body = json!({"Namespace": ns, "Lock": {"ID": hold.id}});
+    w.release(&hold.path, body, w.admin()).await;
+    Ok(())
+}

@@ -81,6 +81,8 @@ pub struct VariablesWorld {
     writes: BTreeMap<(String, String), Vec<Written>>,
     /// Locks the harness holds, by path.
     holds: BTreeMap<String, Hold>,
+    /// Lock IDs "the other client" got, by path.
+    others: BTreeMap<String, String>,
     tokens: BTreeMap<String, ScenarioToken>,
     /// The scenario's own namespace ("that namespace").
     namespace: Option<String>,
@@ -371,6 +373,46 @@ impl VariablesWorld {
     pub fn blocked(&self, root: &str, expected: &str, seen: &str) -> String {
         let text = self.fail(&format!("precondition: {expected}"), seen);
         self.ctx().blocked(root, text)
+    }
+
+    /// Judge the latest answer's status and its plain-text body (`exact`: the whole body,
+    /// else a part of it) and, if `index` is given, its X-Nomad-Index header.
+    pub fn expect_text(
+        &self,
+        want: u16,
+        text: &str,
+        exact: bool,
+        index: Option<u64>,
+    ) -> StepResult {
+        let e = self.last()?;
+        let body = e.body.trim();
+        let text_ok = if exact {
+            body == text
+        } else {
+            body.contains(text)
+        };
+        let index_ok = index.is_none() || e.index == index;
+        if e.status == Some(want) && text_ok && index_ok {
+            return Ok(());
+        }
+        let mut expected = format!(
+            "{} answers {want} with {} {text:?}",
+            e.request_line(),
+            if exact {
+                "the text"
+            } else {
+                "a text containing"
+            }
+        );
+        let mut seen = e.outcome();
+        if let Some(i) = index {
+            expected.push_str(&format!(" and X-Nomad-Index: {i}"));
+            seen.push_str(&format!(
+                "\nX-Nomad-Index: {}",
+                e.index.map_or("absent".into(), |i| i.to_string())
+            ));
+        }
+        Err(self.fail(&expected, &seen))
     }
 
     /// Judge the latest answer's status.
