@@ -168,7 +168,8 @@ pub struct DriverArgs {
 
 #[derive(Debug, Args)]
 pub struct LockArgs {
-    /// Shim pattern: the client's command line, run with /bin/sh -c as a task's command;
+    /// Shim pattern: the client's command line, split into words and run directly as a task's
+    /// `command` and `args` (a line with shell operators or `$` runs under `/bin/sh -c`);
     /// `{protected}` becomes the protected process, `{path}` the lock's variable path.
     #[arg(
         long,
@@ -178,8 +179,9 @@ pub struct LockArgs {
         conflicts_with = "sidecar"
     )]
     pub client: Option<String>,
-    /// Sidecar pattern: the leader task's command line (`{path}`, `{sentinel}`); the harness
-    /// starts the application once the sentinel file exists and stops it when the leader exits.
+    /// Sidecar pattern: the leader task's command line (`{path}`, `{sentinel}`), run as `--client`
+    /// is; the harness starts the application once the sentinel file exists and stops it when
+    /// the leader exits.
     #[arg(long, value_name = "CMD", env = "NOMAD_CONFORM_SIDECAR")]
     pub sidecar: Option<String>,
     /// The sentinel file's name, in each client's own allocation directory (`{sentinel}` is

@@ -9,6 +9,7 @@ pub mod clauses;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod crash;
 pub mod disk_guard;
 pub mod error;
 pub mod escapees;

@@ -102,6 +102,11 @@ impl<C> ScenarioCtx<C> {
             .as_millis() as u64
     }
 
+    /// A line for people reading the case: something seen that is not the verdict's question.
+    pub fn note(&self, text: impl Into<String>) {
+        lock(&self.case).notes.push(text.into());
+    }
+
     pub fn hint(&self, hint: Hint) {
         lock(&self.case).hint = Some(hint);
     }

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
@@ -110,12 +112,9 @@ fn make_report(dir: &Path) -> PathBuf {
     html
 }
 
-#[tokio::test]
-async fn html_report_works_in_chromium() {
-    let dir = tempfile::tempdir().unwrap();
-    let html = make_report(dir.path());
-    let (_driver, port) = start_driver();
-    let profile = dir.path().join("chromium-profile");
+/// A headless Chromium session through chromedriver, at `width` × `height`.
+async fn browser(dir: &Path, port: u16, width: u32, height: u32) -> Client {
+    let profile = dir.join("chromium-profile");
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
@@ -124,17 +123,25 @@ async fn html_report_works_in_chromium() {
             "args": [
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--window-size=1280,1600", format!("--user-data-dir={}", profile.display()),
+                format!("--window-size={width},{height}"), format!("--user-data-dir={}", profile.display()),
             ],
         }),
     );
     caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let c = ClientBuilder::new(connector)
+    ClientBuilder::new(connector)
         .capabilities(caps)
         .connect(&format!("http://127.0.0.1:{port}"))
         .await
-        .expect("a Chromium session");
+        .expect("a Chromium session")
+}
+
+#[tokio::test]
+async fn html_report_works_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = make_report(dir.path());
+    let (_driver, port) = start_driver();
+    let c = browser(dir.path(), port, 1280, 1600).await;
 
     c.goto(&format!("file://{}", html.display())).await.unwrap();
     let total = visible_cases(&c).await;
@@ -348,5 +355,81 @@ async fn html_report_works_in_chromium() {
     );
     let severe = severe_console_entries(&c).await;
     assert!(severe.is_empty(), "console errors: {severe:?}");
+    c.close().await.unwrap();
+}
+
+/// A singleton campaign that fails: the report opens the clause on the first violation (who,
+/// when, for how long, which scheduled fault exposed it) and the timeline, both within the
+/// first screen of the opened clause; a screenshot is saved under target/.
+#[tokio::test]
+async fn a_failing_campaign_shows_the_violation_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("lock.html");
+    let client = format!(
+        "{} --path {{path}} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms --fault keeps-child -- {{protected}}",
+        support::workspace_bin("lock-sidecar").display()
+    );
+    let status = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .args([
+            "lock",
+            "--client",
+            &client,
+            "--profile",
+            "fast",
+            "--clients",
+            "2",
+        ])
+        .args(["--tags", "@LOCK-SINGLETON", "--seed", "5", "--html"])
+        .arg(&html)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    let (_driver, port) = start_driver();
+    let (width, height) = (1280u32, 900u32);
+    let c = browser(dir.path(), port, width, height).await;
+    c.goto(&format!("file://{}", html.display())).await.unwrap();
+    let summary = c
+        .find(Locator::Css(
+            "#attention #LOCK-SINGLETON > summary, #LOCK-SINGLETON > summary",
+        ))
+        .await
+        .unwrap();
+    summary.click().await.unwrap();
+    // Bring the opened clause's head to the top of the window, as a reader who opened it sees.
+    let layout = c
+        .execute(
+            "var d = document.querySelector('details#LOCK-SINGLETON[open]') || document.querySelector('#LOCK-SINGLETON');\
+             d.scrollIntoView(); var top = d.getBoundingClientRect().top;\
+             var reason = d.querySelector('pre.reason');\
+             var img = d.querySelector('figure.attachment img');\
+             return {reason: reason ? reason.getBoundingClientRect().top - top : -1,\
+                     text: reason ? reason.textContent : '',\
+                     img: img ? img.getBoundingClientRect().top - top : -1,\
+                     drawn: img && img.complete ? img.naturalWidth : -1};",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let reason_top = layout["reason"].as_f64().unwrap();
+    let img_top = layout["img"].as_f64().unwrap();
+    let text = layout["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("violation(s); the first:"),
+        "the reason opens on the first violation: {text}"
+    );
+    assert!(
+        (0.0..300.0).contains(&reason_top),
+        "the reason starts {reason_top}px below the clause's head"
+    );
+    assert!(
+        img_top >= 0.0 && img_top < f64::from(height) - 150.0,
+        "the timeline starts {img_top}px below the clause's head, past the first screen ({height}px)"
+    );
+    assert!(layout["drawn"].as_u64().unwrap_or(0) > 500, "{layout}");
+    let png = c.screenshot().await.unwrap();
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/lock-timeline-report.png");
+    std::fs::write(&out, &png).unwrap();
+    assert!(png.len() > 10_000, "a real screenshot");
     c.close().await.unwrap();
 }

@@ -84,6 +84,7 @@ macro_rules! fixtures {
 }
 
 fixtures! {
+    deadlock_on_sigterm => "deadlock-on-sigterm",
     ignores_conflict => "ignores-conflict",
     ignores_namespace => "ignores-namespace",
     ignores_sigint => "ignores-sigint",
@@ -92,13 +93,17 @@ fixtures! {
     malformed_release => "malformed-release",
     never_gives_up => "never-gives-up",
     never_releases => "never-releases",
+    no_request_timeout => "no-request-timeout",
+    panics_on_late_409 => "panics-on-late-409",
     renews_late => "renews-late",
     retries_forever_403 => "retries-forever-403",
     sidecar_keeps_child => "sidecar-keeps-child",
     starts_before_acquire => "starts-before-acquire",
     ttl_as_number => "ttl-as-number",
     variant_exit_1 => "variant-exit-1",
+    variant_exit_on_conflict => "variant-exit-on-conflict",
     variant_renew_0_7 => "variant-renew-0.7",
+    variant_renew_third => "variant-renew-third",
     variant_sidecar => "variant-sidecar",
     variant_task_api => "variant-task-api",
 }
@@ -188,4 +193,80 @@ fn keeps_child_campaign_draws_the_timeline() {
             .starts_with("<svg"),
         "{svg}"
     );
+}
+
+/// LOCK-SINGLETON's verdict on a client that keeps its protected process after a renew
+/// conflict does not depend on the seed: the campaign's scheduled faults expose it on every
+/// run, and the reference client passes on every run. Ten seeds each, five runs at a time.
+#[test]
+fn the_singleton_verdict_does_not_depend_on_the_seed() {
+    let runs: Vec<(bool, u64)> = [false, true]
+        .into_iter()
+        .flat_map(|faulty| (1..=10).map(move |seed| (faulty, seed)))
+        .collect();
+    let mut problems = Vec::new();
+    for batch in runs.chunks(5) {
+        let handles: Vec<_> = batch
+            .iter()
+            .map(|&(faulty, seed)| {
+                std::thread::spawn(move || {
+                    let dir = tempfile::tempdir().unwrap();
+                    let json = dir.path().join("run.json");
+                    let expect = Expect {
+                        faults: if faulty {
+                            vec!["ignores-conflict".into()]
+                        } else {
+                            Vec::new()
+                        },
+                        ..Expect::default()
+                    };
+                    let mut a = args(&expect);
+                    a.extend(
+                        ["--tags", "@LOCK-SINGLETON", "--clients", "2", "--seed"].map(String::from),
+                    );
+                    a.push(seed.to_string());
+                    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+                        .args(&a)
+                        .arg("--json")
+                        .arg(&json)
+                        .output()
+                        .unwrap();
+                    let record: serde_json::Value =
+                        serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_default())
+                            .unwrap_or_default();
+                    let case = record["cases"]
+                        .as_array()
+                        .and_then(|cs| cs.iter().find(|c| c["clause"] == "LOCK-SINGLETON"))
+                        .cloned()
+                        .unwrap_or_default();
+                    (
+                        faulty,
+                        seed,
+                        case["verdict"].as_str().unwrap_or("none").to_string(),
+                        case["reason"].as_str().unwrap_or_default().to_string(),
+                        String::from_utf8_lossy(&out.stderr).into_owned(),
+                    )
+                })
+            })
+            .collect();
+        for h in handles {
+            let (faulty, seed, verdict, reason, stderr) = h.join().unwrap();
+            let ok = if faulty {
+                verdict == "fail" && reason.contains("exposed by the scheduled fault")
+            } else {
+                verdict == "pass"
+            };
+            if !ok {
+                problems.push(format!(
+                    "{} seed {seed}: {verdict}\n{reason}\n{stderr}",
+                    if faulty {
+                        "ignores-conflict"
+                    } else {
+                        "reference"
+                    }
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }

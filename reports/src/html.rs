@@ -226,7 +226,7 @@ fn event_view(ev: &OpEvent) -> EventView {
             render_response(resp),
             outcome_of(resp),
             matches!(resp, Response::Grpc { code, .. } if code == "OK")
-                || matches!(resp, Response::Http { status, .. } if *status < 400),
+                || matches!(resp, Response::Http { status, .. } if (1..400).contains(status)),
         ),
     };
     EventView {
@@ -277,6 +277,8 @@ fn outcome_of(r: &Response) -> String {
     match r {
         Response::Exec { status, .. } => status.to_string(),
         Response::Grpc { code, .. } => code.clone(),
+        // Status 0: no answer came (a dropped or refused connection, a client that gave up).
+        Response::Http { status: 0, .. } => "no answer".to_string(),
         Response::Http { status, .. } => format!("HTTP {status}"),
     }
 }

@@ -78,6 +78,53 @@ Feature: renew
     And every renew and release fails with 503 from now on
     Then the protected process stopped before the server could give the lock to another
 
+  @LOCK-HANG-STOPS @must
+  Scenario: when renews hang, the protected process stops before the lock can pass on
+    The server takes the requests and never answers, the connection staying open (a stalled
+    leader, a network that drops packets): only a client that bounds its requests notices.
+
+    Basis: Nomad nomad/locks.go: after the last renew the leader keeps the lock 2 × TTL, then
+    the lock delay, then clears it and another allocation can acquire it; Nomad's Go api client
+    sets no timeout on a request by default, so a client that waits on a hung renew keeps its
+    protected process running beside the next holder.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And every renew and release hangs from now on
+    Then the protected process stopped before the server could give the lock to another
+
+  @LOCK-LATE-CONFLICT-STOPS @must
+  Scenario: a renew conflict that comes late stops the protected process too
+    The next renew is held an eighth of the TTL (under any sensible request timeout) and then
+    answered 409, as a renew delivered late after the lock passed on is answered.
+
+    Basis: Nomad guide (lock-renew pseudo-code): "On conflict: exit the process with error
+    code"; nomad/variables_endpoint.go (RenewLock) answers 409 once the lock ID no longer holds
+    the variable, however long the request took to get there. Nomad's Go LockLeaser crashes on
+    a late conflict and leaves its protected process running.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And the next renew is held an eighth of the TTL and then answered 409
+    Then the protected process stopped soon after the conflict
+
+  @LOCK-NO-CRASH @should
+  Scenario: a late renew conflict ends the client with an error of its own, not a crash
+    A crash (a Go panic, a Rust panic, an uncaught exception, a fatal signal) is not the
+    documented error exit: it skips the client's own cleanup (stopping the protected process,
+    releasing the lock) and says nothing an operator can act on.
+
+    Basis: Nomad guide (lock-renew pseudo-code): "On conflict: exit the process with error
+    code"; the task's exit status is what Nomad's restart policy reads.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And the next renew is held an eighth of the TTL and then answered 409
+    Then the client exited with a status of its own, not a crash
+
   @LOCK-LAPSE-TTL @should
   Scenario: when renews keep failing, the protected process stops once the TTL has passed
     Basis: Nomad guide (lock-renew pseudo-code): "If TTL expires, attempt to revoke lock, then

@@ -46,6 +46,27 @@ Feature: release
     And Nomad stops the task with SIGTERM
     Then the protected process stopped within the kill timeout, never running while the lock was free
 
+  @LOCK-SIGTERM-HUNG @must
+  Scenario: SIGTERM while a renew hangs still stops the protected process at once
+    The harness sends the kill signal while the client waits on a renew the server never
+    answers. Only the shim pattern is judged; in the sidecar pattern Nomad stops the application
+    after the leader task whatever the leader does. How long the client itself takes to exit
+    is noted, not judged: Nomad SIGKILLs it at the kill timeout.
+
+    Basis: the guide requires the locking process's lifecycle to be tied to the protected
+    process's; Nomad stops a task with its kill_signal and SIGKILLs it after kill_timeout
+    (client/allocrunner/taskrunner/task_runner.go, killTask). A client that waits for its hung
+    request before it acts on the signal gives its protected process no graceful stop at all:
+    it runs on until the SIGKILL (and one started apart from the client's process group
+    outlives even that).
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And the server stops answering the client's requests
+    And Nomad stops the task with SIGTERM while a renew hangs
+    Then the protected process stopped within the kill timeout
+
   @LOCK-SIGINT @must
   Scenario: SIGINT, Nomad's default kill signal, stops the protected process too
     Basis: Nomad's task kill_signal defaults to SIGINT (jobspec task block); the guide ties the

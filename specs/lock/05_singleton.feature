@@ -7,10 +7,15 @@ Feature: singleton
 
   @LOCK-SINGLETON @must
   Scenario: several clients under faults never run two protected processes at once
-    The clients run against one server under a seeded random fault campaign (latency, 5xx,
-    429, resets, partitions) with one outage of every client longer than a lock's lifetime;
-    a client that exits is started again, as Nomad's restart policy does. On failure the
-    report draws the timeline and prints the fault schedule and the seed that replays it.
+    The clients run against one server under a fault campaign. Every campaign, whatever its
+    seed, applies the faults that expose the known ways a client breaks the singleton, one after
+    another once the previous one has played out: the holder's renew answered 409 a quarter TTL
+    late; the holder's requests held for 2 × TTL + lock delay + TTL/2 and then delivered; a
+    reset; three renews answered 503; an outage of every client longer than a lock's lifetime.
+    The seed draws the rest (latency, 5xx, 429, resets, partitions). A client that exits is
+    started again, as Nomad's restart policy does. On failure the report names the scheduled
+    fault that exposed the first violation, draws the timeline, and prints every fault with the
+    seed that replays them.
 
     Basis: Nomad guide, Configure singleton deployments: "there is at most one instance of a
     given allocation running on the cluster at one time"; the design "errs on the side of

@@ -10,9 +10,13 @@
 //! Each call opens one connection (TCP or unix socket), sends one request and closes: a lock
 //! client talks to the server once per TTL/2, so a pool buys nothing, and a pooled connection
 //! would outlive a server restart and turn the next renew into a spurious error. Every call is
-//! bounded by the caller's timeout, connect included. This module judges nothing: statuses are
-//! handed to [`crate::lease`].
+//! bounded by the caller's timeout, connect included (fault `no-request-timeout` drops the
+//! bound). Every clone of an [`Api`] counts the requests in flight in one [`InFlight`], which
+//! fault `deadlock-on-sigterm` makes a caught signal wait for. This module judges nothing:
+//! statuses are handed to [`crate::lease`].
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,6 +27,7 @@ use serde_json::{Value, json};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
+use tokio::sync::watch;
 
 use crate::duration;
 use crate::env::{Endpoint, NomadEnv};
@@ -97,6 +102,10 @@ pub struct Api {
     path: String,
     /// Fault ttl-as-number: durations go out as JSON numbers of seconds.
     ttl_as_number: bool,
+    /// Whether requests are bounded by the caller's timeout (not with fault no-request-timeout).
+    timeouts: bool,
+    /// The requests in flight, shared by every clone.
+    in_flight: InFlight,
 }
 
 impl Api {
@@ -108,6 +117,8 @@ impl Api {
             namespace: env.namespace.clone(),
             path: path.to_string(),
             ttl_as_number: false,
+            timeouts: true,
+            in_flight: InFlight::default(),
         }
     }
 
@@ -118,7 +129,13 @@ impl Api {
             self.namespace = "default".to_string();
         }
         self.ttl_as_number = switches.fault(Fault::TtlAsNumber);
+        self.timeouts = !switches.fault(Fault::NoRequestTimeout);
         self
+    }
+
+    /// The requests in flight of this client and its clones.
+    pub fn in_flight(&self) -> &InFlight {
+        &self.in_flight
     }
 
     /// Variable path.
@@ -172,7 +189,9 @@ impl Api {
         )
     }
 
+    /// One request, bounded by `timeout` unless the switches say otherwise (see [`InFlight`]).
     async fn put(&self, op: Op, body: Value, timeout: Duration) -> Result<Answer, TransportError> {
+        let _in_flight = self.in_flight.enter();
         let mut request = http::Request::builder()
             .method(http::Method::PUT)
             .uri(self.uri(op))
@@ -198,9 +217,23 @@ impl Api {
                 }
             }
         };
-        tokio::time::timeout(timeout, exchange)
-            .await
-            .map_err(|_| TransportError::Timeout(timeout))?
+        if !self.timeouts {
+            // Fault no-request-timeout: wait for the answer as long as it takes.
+            return exchange.await;
+        }
+        tokio::pin!(exchange);
+        tokio::select! {
+            biased;
+            answer = &mut exchange => answer,
+            () = tokio::time::sleep(timeout) => {
+                if self.in_flight.awaited() {
+                    // A caught signal waits for this request (fault deadlock-on-sigterm).
+                    exchange.await
+                } else {
+                    Err(TransportError::Timeout(timeout))
+                }
+            }
+        }
     }
 
     fn connect_error(&self, source: std::io::Error) -> TransportError {
@@ -208,6 +241,70 @@ impl Api {
             endpoint: self.endpoint.to_string(),
             source,
         }
+    }
+}
+
+/// The lock requests in flight, counted across every clone of an [`Api`].
+///
+/// With fault `deadlock-on-sigterm` a caught SIGTERM or SIGINT waits in [`InFlight::finished`]
+/// until no request is in flight ([`crate::signals`]); while it waits, a request's timeout no
+/// longer ends the request, which waits for its answer, however long that takes. Without the
+/// fault nothing waits here and the count changes nothing.
+#[derive(Clone, Debug)]
+pub struct InFlight(Arc<InFlightState>);
+
+#[derive(Debug)]
+struct InFlightState {
+    /// How many requests are in flight.
+    count: watch::Sender<usize>,
+    /// Whether a caught signal waits for them.
+    awaited: AtomicBool,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        Self(Arc::new(InFlightState {
+            count: watch::Sender::new(0),
+            awaited: AtomicBool::new(false),
+        }))
+    }
+}
+
+impl InFlight {
+    /// Counts one request until the guard is dropped (answered, failed or cancelled).
+    fn enter(&self) -> InFlightGuard {
+        self.0.count.send_modify(|count| *count += 1);
+        InFlightGuard(self.clone())
+    }
+
+    /// Whether a request is in flight now.
+    pub fn busy(&self) -> bool {
+        *self.0.count.borrow() > 0
+    }
+
+    /// Whether a caught signal waits for the requests in flight.
+    fn awaited(&self) -> bool {
+        self.0.awaited.load(Ordering::SeqCst)
+    }
+
+    /// Returns once no request is in flight. Until then the requests in flight wait for their
+    /// answers whatever their timeouts; that stays so if this future is dropped before it is
+    /// done (the signal is still pending), until a later call returns.
+    pub async fn finished(&self) {
+        let mut count = self.0.count.subscribe();
+        self.0.awaited.store(true, Ordering::SeqCst);
+        // The sender lives in `self`, so this only ends with a count of zero.
+        let _ = count.wait_for(|count| *count == 0).await;
+        self.0.awaited.store(false, Ordering::SeqCst);
+    }
+}
+
+/// One request in flight.
+struct InFlightGuard(InFlight);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.0.count.send_modify(|count| *count -= 1);
     }
 }
 
@@ -322,6 +419,27 @@ mod tests {
             json!({"Path": "nomad/jobs/example/lock", "Namespace": "prod team", "Lock": {"ID": "abc"}})
         );
         assert!(release.get("Items").is_none());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn in_flight_counts_until_the_last_request_ends() {
+        let in_flight = InFlight::default();
+        assert!(!in_flight.busy());
+        in_flight.finished().await;
+        let first = in_flight.enter();
+        let second = in_flight.clone().enter();
+        assert!(in_flight.busy());
+        let waiter = in_flight.clone();
+        let finished = tokio::spawn(async move { waiter.finished().await });
+        tokio::task::yield_now().await;
+        assert!(in_flight.awaited(), "a waiting signal lifts the timeouts");
+        drop(first);
+        tokio::task::yield_now().await;
+        assert!(!finished.is_finished());
+        drop(second);
+        finished.await.unwrap();
+        assert!(!in_flight.busy());
+        assert!(!in_flight.awaited());
     }
 
     #[test]

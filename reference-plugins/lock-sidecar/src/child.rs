@@ -7,6 +7,7 @@
 //!   SIGKILL, the kernel kills the protected process, because nobody would renew its lock any
 //!   more. The spawn happens on the runtime's only thread (the signal follows the thread that
 //!   forked), and the child checks that its parent did not die before the signal was armed.
+//!   (Fault `panics-on-late-409` arms none, so its orphan outlives the panic.)
 //! - **Nothing of the group outlives a release**: once the command exited, whatever it left in
 //!   its group is killed before the lock is released.
 //!
@@ -21,6 +22,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use crate::duration::human;
+use crate::faults::{Fault, Switches};
 
 /// A running protected process.
 #[derive(Debug)]
@@ -32,24 +34,28 @@ pub struct Protected {
 
 impl Protected {
     /// Starts `argv` in its own process group.
-    pub fn spawn(argv: &[String]) -> io::Result<Self> {
+    pub fn spawn(argv: &[String], switches: &Switches) -> io::Result<Self> {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command"))?;
         let parent = nix::unistd::getpid();
         let mut command = std::process::Command::new(program);
         command.args(args).process_group(0);
-        // SAFETY: the closure runs in the forked child before exec and only makes
-        // async-signal-safe system calls (prctl, getppid, kill).
-        unsafe {
-            command.pre_exec(move || {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
-                if nix::unistd::getppid() != parent {
-                    // Our parent died before the death signal was armed.
-                    let _ = nix::sys::signal::raise(Signal::SIGKILL);
-                }
-                Ok(())
-            });
+        // Fault panics-on-late-409: no parent-death signal, like the Go client it models.
+        let dies_with_us = !switches.fault(Fault::PanicsOnLate409);
+        if dies_with_us {
+            // SAFETY: the closure runs in the forked child before exec and only makes
+            // async-signal-safe system calls (prctl, getppid, kill).
+            unsafe {
+                command.pre_exec(move || {
+                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
+                    if nix::unistd::getppid() != parent {
+                        // Our parent died before the death signal was armed.
+                        let _ = nix::sys::signal::raise(Signal::SIGKILL);
+                    }
+                    Ok(())
+                });
+            }
         }
         let child = tokio::process::Command::from(command).spawn()?;
         let raw = child

@@ -145,6 +145,19 @@ mod tests {
         assert_eq!(cli.mode().unwrap(), Mode::Sidecar(sentinel));
         assert_eq!(cli.faults, [Fault::RenewsLate, Fault::KeepsChild]);
         assert_eq!(cli.variants, [Variant::Renew07]);
+        let cli = parse(&[
+            "--path",
+            "a",
+            "--fault",
+            "panics-on-late-409",
+            "--variant",
+            "exit-on-conflict",
+            "--",
+            "x",
+        ])
+        .unwrap();
+        assert_eq!(cli.faults, [Fault::PanicsOnLate409]);
+        assert_eq!(cli.variants, [Variant::ExitOnConflict]);
     }
 
     #[test]

@@ -41,6 +41,25 @@ pub enum Fault {
     TtlAsNumber,
     /// Ignores NOMAD_NAMESPACE and always locks in the default namespace.
     IgnoresNamespace,
+    /// Puts no timeout on lock requests (acquire, renew, release), like Nomad's Go api client:
+    /// each waits for its answer as long as it takes, and the stop deadline, which only bounds
+    /// a renew through its timeout, never interrupts one still waiting. A renew the server never
+    /// answers (the connection staying open) keeps the protected process running forever.
+    NoRequestTimeout,
+    /// On SIGTERM or SIGINT (Nomad's kill signals) caught while a lock request is in flight,
+    /// first waits for that request's answer, its timeout no longer applying, like the Go
+    /// `LockLeaser`'s deadlock; only then stops the protected process and releases. A renew that
+    /// hangs leaves the process running and lock-sidecar never exits. A signal caught with no
+    /// request in flight is handled at once, as by default.
+    DeadlockOnSigterm,
+    /// Panics (`send on closed channel`, exit status 101) when a renew is answered 409 more than
+    /// TTL/10 after it was sent, like the Go `LockLeaser` on a late conflict: the protected
+    /// process is not stopped and is left running as an orphan. Like the Go client it models,
+    /// it starts the protected process without the parent-death signal, so the orphan outlives
+    /// lock-sidecar (also when lock-sidecar is killed). A 409 that comes sooner is handled as by
+    /// default.
+    #[value(name = "panics-on-late-409")]
+    PanicsOnLate409,
 }
 
 /// An allowed behaviour that differs from the default.
@@ -53,6 +72,12 @@ pub enum Variant {
     /// `nomad var lock`).
     #[value(name = "exit-1")]
     Exit1,
+    /// Exits 1 at once, without starting the protected process (or writing the sentinel) and
+    /// without retrying, when an acquire is answered 409 (another holder has the lock): the
+    /// job's restart policy starts it again. Other acquire failures are retried as by default.
+    ExitOnConflict,
+    /// Renews every TTL/3 instead of TTL/2.
+    RenewThird,
 }
 
 /// The switches in force.
@@ -126,11 +151,17 @@ mod tests {
                 "ignores-sigint",
                 "never-gives-up",
                 "ttl-as-number",
-                "ignores-namespace"
+                "ignores-namespace",
+                "no-request-timeout",
+                "deadlock-on-sigterm",
+                "panics-on-late-409"
             ]
         );
         let variants: Vec<String> = Variant::value_variants().iter().map(value_name).collect();
-        assert_eq!(variants, ["renew-0.7", "exit-1"]);
+        assert_eq!(
+            variants,
+            ["renew-0.7", "exit-1", "exit-on-conflict", "renew-third"]
+        );
     }
 
     #[test]

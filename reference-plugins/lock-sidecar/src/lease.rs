@@ -65,6 +65,8 @@ impl Timing {
             ttl.mul_f64(1.5)
         } else if switches.variant(Variant::Renew07) {
             ttl.mul_f64(0.7)
+        } else if switches.variant(Variant::RenewThird) {
+            ttl / 3
         } else {
             ttl / 2
         };
@@ -189,6 +191,10 @@ pub enum AcquireError {
     },
     #[error("the server refused the lock request ({status}): {message}")]
     Refused { status: u16, message: String },
+    #[error(
+        "held by another holder ({message}); not retrying, the restart policy starts us again (variant exit-on-conflict)"
+    )]
+    HeldElsewhere { message: String },
     #[error("unexpected answer to lock-acquire ({status}): {message}")]
     Unexpected { status: u16, message: String },
     #[error("lock-acquire answered 200 without a lock ID: {0}")]
@@ -217,10 +223,17 @@ pub async fn acquire(
         // (why it failed, whether --give-up applies)
         let (reason, bounded) = match outcome {
             Ok(answer) if answer.status == 200 => return lease_from(&answer, settings, sent_at),
-            Ok(answer) if answer.status == 409 => (
-                "held by another holder".to_string(),
-                !switches.fault(Fault::NeverGivesUp),
-            ),
+            Ok(answer) if answer.status == 409 => {
+                if switches.variant(Variant::ExitOnConflict) {
+                    return Err(AcquireError::HeldElsewhere {
+                        message: answer.message(),
+                    });
+                }
+                (
+                    "held by another holder".to_string(),
+                    !switches.fault(Fault::NeverGivesUp),
+                )
+            }
             Ok(answer) if matches!(answer.status, 401 | 403) => {
                 if !switches.fault(Fault::RetriesForever403) {
                     return Err(AcquireError::Forbidden {
@@ -384,6 +397,7 @@ pub async fn maintain(
             let outcome = api
                 .renew(&id, timing.request_timeout.min(stop_by - now))
                 .await;
+            let took = sent_at.elapsed();
             match outcome {
                 Ok(answer) if answer.status == 200 => {
                     last_ok = sent_at;
@@ -395,6 +409,17 @@ pub async fn maintain(
                     break;
                 }
                 Ok(answer) if matches!(answer.status, 404 | 409) => {
+                    if answer.status == 409
+                        && took > timing.ttl / 10
+                        && switches.fault(Fault::PanicsOnLate409)
+                    {
+                        // The Go LockLeaser's renewer reports a conflict on a channel that its
+                        // owner has closed by then: the process dies, the protected one runs on.
+                        panic!(
+                            "send on closed channel (fault panics-on-late-409: renew of lock {id} answered 409 after {})",
+                            human(took)
+                        );
+                    }
                     held.set(None);
                     if !switches.fault(Fault::IgnoresConflict) {
                         return LeaseEnd::Conflict {
@@ -555,6 +580,9 @@ mod tests {
         let start = Instant::now();
         // The variant still renews before its stop deadline.
         assert!(start + variant.renew_every < variant.stop_deadline(start));
+        let third = Timing::new(ttl, &Switches::new(&[], &[Variant::RenewThird]));
+        assert_eq!(third.renew_every, ttl / 3);
+        assert_eq!(third.stop_deadline(start), variant.stop_deadline(start));
         let late = Timing::new(ttl, &Switches::new(&[Fault::RenewsLate], &[]));
         assert_eq!(late.renew_every, Duration::from_secs(15));
         assert!(start + late.renew_every < late.stop_deadline(start));

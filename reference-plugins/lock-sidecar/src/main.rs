@@ -90,7 +90,7 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         let mut signals = match signals::Signals::install() {
-            Ok(signals) => signals,
+            Ok(signals) => signals.with_faults(&ctx.switches, ctx.api.in_flight()),
             Err(err) => {
                 event!("failed to install signal handlers: {err}");
                 return 3;

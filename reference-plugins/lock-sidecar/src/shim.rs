@@ -34,7 +34,7 @@ pub async fn run(ctx: &Context, argv: &[String], signals: &mut Signals) -> u8 {
     let command = display(argv);
     let mut early = None;
     if ctx.switches.fault(Fault::StartsBeforeAcquire) {
-        match Protected::spawn(argv) {
+        match Protected::spawn(argv, &ctx.switches) {
             Ok(child) => {
                 event!(
                     "started the protected process {} before acquiring the lock (fault starts-before-acquire): {command}",
@@ -90,7 +90,7 @@ pub async fn run(ctx: &Context, argv: &[String], signals: &mut Signals) -> u8 {
                 );
             }
             return match err {
-                AcquireError::GaveUp { .. } => 1,
+                AcquireError::GaveUp { .. } | AcquireError::HeldElsewhere { .. } => 1,
                 _ => 2,
             };
         }
@@ -106,7 +106,7 @@ pub async fn run(ctx: &Context, argv: &[String], signals: &mut Signals) -> u8 {
 
     let mut child = match early {
         Some(child) => child,
-        None => match Protected::spawn(argv) {
+        None => match Protected::spawn(argv, &ctx.switches) {
             Ok(child) => {
                 event!("started the protected process {}: {command}", child.pid());
                 child

@@ -69,7 +69,7 @@ pub async fn run(ctx: &Context, sentinel: &Path, signals: &mut Signals) -> u8 {
             event!("failed to acquire lock on {}: {err}", ctx.api.path());
             remove_logged(sentinel);
             return match err {
-                AcquireError::GaveUp { .. } => 1,
+                AcquireError::GaveUp { .. } | AcquireError::HeldElsewhere { .. } => 1,
                 _ => 2,
             };
         }

@@ -11,6 +11,7 @@ use nomad_conform_variables::{
     AclConfig, Capability, Listen, LockEventKind, Policy, ServerConfig, Token, WorkloadClaim,
 };
 use serde_json::json;
+use support::scripted::{Renew, ScriptedServer};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -569,4 +570,121 @@ async fn a_unix_nomad_addr_is_used() {
     );
     let listeners: Vec<&str> = server.requests().iter().map(|r| r.listener).collect();
     assert_eq!(listeners, ["unix", "unix"], "acquire and release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_renew_is_cut_off_and_the_process_stopped_before_the_lease_ends() {
+    let _serial = serial().await;
+    let server = ScriptedServer::start(&[], Renew::Hang).await;
+    let dir = scratch();
+    let mut run = Launch::at(
+        &server.nomad_addr(),
+        dir.path(),
+        &[
+            "--path",
+            "locks/hang",
+            "--ttl",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            LONG_RUNNING,
+        ],
+    )
+    .spawn();
+    let acquired_at = server
+        .wait_for("lock-acquire", 1, Duration::from_secs(3))
+        .await;
+    let pid = run.wait_protected(Duration::from_secs(3)).await;
+    let died = death_of(pid, Duration::from_secs(3)).await;
+    assert!(
+        died < acquired_at + TTL,
+        "the protected process died {:?} after the acquire",
+        died - acquired_at
+    );
+    assert_eq!(run.exit_code(Duration::from_secs(3)).await, 1);
+    assert!(
+        run.stderr().contains("the lock's TTL would lapse"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_hung_renew_is_acted_on_at_once() {
+    let _serial = serial().await;
+    let server = ScriptedServer::start(&[], Renew::Hang).await;
+    let dir = scratch();
+    let mut run = Launch::at(
+        &server.nomad_addr(),
+        dir.path(),
+        &[
+            "--path",
+            "locks/hang-term",
+            "--ttl",
+            "3s",
+            "--",
+            "sh",
+            "-c",
+            LONG_RUNNING,
+        ],
+    )
+    .spawn();
+    let pid = run.wait_protected(Duration::from_secs(3)).await;
+    server
+        .wait_for("lock-renew", 1, Duration::from_secs(3))
+        .await;
+    let sent = Instant::now();
+    run.signal(Signal::SIGTERM);
+    let died = death_of(pid, Duration::from_secs(3)).await;
+    assert!(
+        died - sent < Duration::from_millis(300),
+        "{:?}",
+        died - sent
+    );
+    assert_eq!(run.exit_code(Duration::from_secs(3)).await, 143);
+    assert!(
+        sent.elapsed() < Duration::from_secs(1),
+        "exited {:?} after SIGTERM",
+        sent.elapsed()
+    );
+    assert_eq!(server.seen("lock-release").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_renew_conflict_stops_the_protected_process_too() {
+    let _serial = serial().await;
+    let late = Duration::from_millis(750);
+    let server = ScriptedServer::start(&[Renew::conflict_after(late)], Renew::OK).await;
+    let dir = scratch();
+    let mut run = Launch::at(
+        &server.nomad_addr(),
+        dir.path(),
+        &[
+            "--path",
+            "locks/late",
+            "--ttl",
+            "3s",
+            "--",
+            "sh",
+            "-c",
+            LONG_RUNNING,
+        ],
+    )
+    .spawn();
+    let pid = run.wait_protected(Duration::from_secs(3)).await;
+    let renew_at = server
+        .wait_for("lock-renew", 1, Duration::from_secs(3))
+        .await;
+    let died = death_of(pid, Duration::from_secs(3)).await;
+    assert!(
+        died >= renew_at + late - Duration::from_millis(50)
+            && died < renew_at + late + Duration::from_millis(500),
+        "{:?} after the renew",
+        died - renew_at
+    );
+    assert_eq!(run.exit_code(Duration::from_secs(3)).await, 1);
+    let stderr = run.stderr();
+    assert!(stderr.contains("renew conflict: lock lost"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

@@ -159,34 +159,6 @@ pub fn parse_go_timestamp(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The part of a dead plugin's stderr that says why it died: from a Go runtime `panic:` or
-/// `fatal error:` line through the first goroutine's frames (up to the next blank line after
-/// them, at most 16 lines); without one, the last 12 lines.
-pub fn panic_excerpt(stderr: &str) -> String {
-    let lines: Vec<&str> = stderr.lines().collect();
-    let start = lines
-        .iter()
-        .position(|l| l.starts_with("panic: ") || l.starts_with("fatal error: "));
-    let Some(start) = start else {
-        let from = lines.len().saturating_sub(12);
-        return lines[from..].join("\n");
-    };
-    let mut out = Vec::new();
-    let mut in_goroutine = false;
-    for l in lines[start..].iter().take(16) {
-        if l.starts_with("goroutine ") {
-            if in_goroutine {
-                break;
-            }
-            in_goroutine = true;
-        } else if in_goroutine && l.trim().is_empty() {
-            break;
-        }
-        out.push(*l);
-    }
-    out.join("\n")
-}
-
 fn days_in(month: i64, year: i64) -> i64 {
     match month {
         2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
@@ -214,16 +186,6 @@ mod tests {
         assert_eq!(go_atoi("-9223372036854775808"), Some(i64::MIN));
         assert_eq!(go_atoi("9223372036854775808"), None);
         assert_eq!(go_atoi("٣"), None);
-    }
-
-    #[test]
-    fn panics_are_cut_to_the_first_goroutine() {
-        let stderr = "{\"@level\":\"info\"}\npanic: runtime error: invalid memory address\n[signal SIGSEGV]\n\ngoroutine 37 [running]:\nmain.(*D).StartTask(0x0)\n\t/src/start.go:88 +0x2b\n\ngoroutine 1 [chan receive]:\nmain.main()\n";
-        let e = panic_excerpt(stderr);
-        assert!(e.starts_with("panic: runtime error"), "{e}");
-        assert!(e.contains("/src/start.go:88"), "{e}");
-        assert!(!e.contains("goroutine 1 "), "{e}");
-        assert_eq!(panic_excerpt("a\nb"), "a\nb");
     }
 
     #[test]

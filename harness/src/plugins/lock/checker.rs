@@ -191,10 +191,9 @@ pub fn overlaps(
     let mut out = Vec::new();
     for (i, a) in sorted.iter().enumerate() {
         let a_end = end_of(a);
+        // Two protected processes of the same client count too: a client that starts a second
+        // copy beside the first (Nomad's Go LockLeaser after a late conflict) runs two.
         for b in sorted[i + 1..].iter().take_while(|b| b.start < a_end) {
-            if a.label == b.label {
-                continue;
-            }
             let (start, end) = (b.start, a_end.min(end_of(b)));
             let length = end.saturating_duration_since(start);
             if length > tolerance {
@@ -934,11 +933,11 @@ mod tests {
                 probe("b", t0, 100, Some(300)),
                 1,
             ),
-            // Same client: not an overlap.
+            // Two copies of the same client: an overlap too (a second copy beside the first).
             (
                 probe("a", t0, 0, Some(1000)),
                 probe("a", t0, 100, Some(300)),
-                0,
+                1,
             ),
             // Still running at the end of observation.
             (probe("a", t0, 0, None), probe("b", t0, 9000, None), 1),

@@ -210,6 +210,8 @@ struct Inner {
     records: Mutex<Vec<Exchange>>,
     dropped: AtomicU64,
     notes: Mutex<Vec<ProxyNote>>,
+    /// Requests received and not finished: (seq, operation, arrival).
+    pending: Mutex<Vec<(u64, Operation, Instant)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -350,6 +352,7 @@ impl Proxy {
             records: Mutex::new(Vec::new()),
             dropped: AtomicU64::new(0),
             notes: Mutex::new(Vec::new()),
+            pending: Mutex::new(Vec::new()),
         });
         let accept = tokio::spawn(accept_loop(inner.clone(), listener, bound.clone()));
         Ok(Proxy {
@@ -461,6 +464,18 @@ impl Proxy {
     pub fn heal(&self) {
         self.inner.plan().heal(Instant::now());
         Inner::bump(&self.inner.changed);
+    }
+
+    /// Requests of `op` received and not answered yet, with when each arrived (oldest first):
+    /// what a client is waiting on right now (a renew held by a hang, say).
+    pub fn pending(&self, op: Operation) -> Vec<Instant> {
+        let mut v: Vec<Instant> = lock(&self.inner.pending)
+            .iter()
+            .filter(|(_, o, _)| *o == op)
+            .map(|(_, _, at)| *at)
+            .collect();
+        v.sort();
+        v
     }
 
     /// Every partition window so far (and planned), in the order they were set.
@@ -620,6 +635,7 @@ struct InFlight {
 impl InFlight {
     fn finish(mut self, status: Option<u16>, body: &[u8], outcome: Outcome) {
         if let Some(mut e) = self.exchange.take() {
+            lock(&self.inner.pending).retain(|(s, _, _)| *s != e.seq);
             e.duration = e.at.elapsed();
             e.status = status;
             // A token's secret in an answer (the ACL API's SecretID) is never recorded.
@@ -646,6 +662,7 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(mut e) = self.exchange.take() {
+            lock(&self.inner.pending).retain(|(s, _, _)| *s != e.seq);
             e.duration = e.at.elapsed();
             e.outcome = Outcome::Interrupted;
             self.inner.push(e);
@@ -668,6 +685,7 @@ async fn handle(
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or_default().to_string();
     let operation = Operation::classify(&method, &query);
+    lock(&inner.pending).push((seq, operation, at));
     let mut flight = InFlight {
         inner: inner.clone(),
         exchange: Some(Exchange {

@@ -1,8 +1,10 @@
 //! A timeline of a lock case as a self-contained SVG (no scripts, no external references) for
-//! the HTML report: one lane per client with the server's lock holds (the part after the
-//! leader's timer fired drawn paler), the probe's run (hatched where it was killed), the
-//! proxy's faults as marks and its partitions as shaded spans; violation windows are
-//! highlighted across every lane; a time axis runs along the bottom. Hovering shows details
+//! the HTML report: a legend of swatches, then one lane per client with the server's lock holds
+//! (the part after the leader's timer fired drawn paler), the probe's run (hatched where the
+//! client killed it, grey where the harness stopped it at the end of the clause), the proxy's
+//! faults as red marks, requests that got no answer as grey crosses, and its partitions as
+//! shaded spans (refusing and hanging told apart); each violation is outlined on the lanes of
+//! the clients it involves; a time axis runs along the bottom. Hovering shows details
 //! (`<title>` elements).
 
 use std::collections::BTreeSet;
@@ -17,7 +19,7 @@ use super::probe::ProbeInterval;
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 130.0;
 const RIGHT: f64 = 20.0;
-const TOP: f64 = 24.0;
+const TOP: f64 = 44.0;
 const LANE: f64 = 46.0;
 const AXIS: f64 = 34.0;
 
@@ -41,7 +43,23 @@ pub struct Timeline<'a> {
     pub exchanges: &'a [Exchange],
     pub partitions: &'a [ClientPartitions],
     pub violations: &'a [Violation],
+    /// When the harness began stopping every client at the end of the clause: a probe that
+    /// ended after it was stopped by the harness, not by its client.
+    pub stopped_at: Option<Instant>,
 }
+
+/// The legend: (swatch fill, label).
+const LEGEND: &[(&str, &str)] = &[
+    ("#38a169", "lock held (server)"),
+    ("#9ae6b4", "held after expiry (lock delay)"),
+    ("#2b6cb0", "protected process"),
+    ("url(#killed)", "killed by its client"),
+    ("url(#stopped)", "stopped by the harness at the end"),
+    ("#f6ad55", "refusing connections"),
+    ("#b794f4", "hanging requests"),
+    ("#e53e3e", "fault injected"),
+    ("#718096", "no answer (dropped)"),
+];
 
 /// XML-escapes text for element content and attribute values.
 pub fn escape(s: &str) -> String {
@@ -130,15 +148,24 @@ impl Timeline<'_> {
             r#"<svg xmlns="http://www.w3.org/2000/svg" class="lock-timeline" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">"#
         );
         s.push_str(
-            r##"<defs><pattern id="killed" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="#2b6cb0"/></pattern></defs>"##,
+            r##"<defs><pattern id="killed" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="#2b6cb0"/></pattern><pattern id="stopped" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="#a0aec0"/></pattern></defs>"##,
         );
         s.push_str(r##"<rect x="0" y="0" width="100%" height="100%" fill="#ffffff"/>"##);
-        let _ = write!(
-            s,
-            r##"<text x="{LEFT}" y="14" fill="#444">lock held (server)</text><text x="{}" y="14" fill="#444">protected process (probe)</text><text x="{}" y="14" fill="#444">faults / partitions</text>"##,
-            LEFT + 150.0,
-            LEFT + 330.0
-        );
+        // The legend: a swatch and a label each, in two rows.
+        s.push_str(r#"<g class="legend">"#);
+        for (i, (fill, text)) in LEGEND.iter().enumerate() {
+            let (col, row) = (i % 5, i / 5);
+            let lx = 8.0 + col as f64 * 190.0;
+            let ly = 6.0 + row as f64 * 16.0;
+            let _ = write!(
+                s,
+                r##"<rect x="{lx}" y="{ly}" width="14" height="10" fill="{fill}" stroke="#999" stroke-width="0.5"/><text x="{}" y="{}" fill="#333">{}</text>"##,
+                lx + 18.0,
+                ly + 9.0,
+                escape(text)
+            );
+        }
+        s.push_str("</g>");
 
         // Lanes.
         for (i, name) in lanes.iter().enumerate() {
@@ -159,13 +186,13 @@ impl Timeline<'_> {
             };
             for w in &p.windows {
                 let (x1, x2) = (at(w.start), at(w.end.unwrap_or(self.until)));
-                let mode = match w.mode {
-                    PartitionMode::Refuse => "refusing",
-                    PartitionMode::Hang => "hanging",
+                let (mode, fill) = match w.mode {
+                    PartitionMode::Refuse => ("refusing", "#f6ad55"),
+                    PartitionMode::Hang => ("hanging", "#b794f4"),
                 };
                 let _ = write!(
                     s,
-                    r##"<rect class="partition" x="{x1:.1}" y="{y}" width="{:.1}" height="{LANE}" fill="#f6ad55" fill-opacity="0.35"><title>partition ({mode}) {}–{} ms</title></rect>"##,
+                    r##"<rect class="partition" data-mode="{mode}" x="{x1:.1}" y="{y}" width="{:.1}" height="{LANE}" fill="{fill}" fill-opacity="0.35"><title>partition ({mode}) {}–{} ms</title></rect>"##,
                     (x2 - x1).max(1.0),
                     offset_ms(self.t0, w.start),
                     offset_ms(self.t0, w.end.unwrap_or(self.until)),
@@ -214,11 +241,24 @@ impl Timeline<'_> {
             };
             let end = p.end.unwrap_or(self.until);
             let (x1, x2) = (at(p.start), at(end));
-            let fill = if p.killed { "url(#killed)" } else { "#2b6cb0" };
-            let how = match (p.exit, p.killed, p.end) {
-                (Some(c), _, _) => format!("exited {c}"),
-                (None, true, _) => "killed".to_string(),
-                (None, _, None) => "still running".to_string(),
+            let stopped_by_harness = self
+                .stopped_at
+                .is_some_and(|s| p.end.is_none_or(|e| e >= s));
+            let fill = if stopped_by_harness {
+                "url(#stopped)"
+            } else if p.killed {
+                "url(#killed)"
+            } else {
+                "#2b6cb0"
+            };
+            let how = match (stopped_by_harness, p.exit, p.killed, p.end) {
+                (true, _, _, _) => {
+                    "still running when the harness stopped the clients at the end of the clause"
+                        .to_string()
+                }
+                (_, Some(c), _, _) => format!("exited {c}"),
+                (_, None, true, _) => "killed by its client".to_string(),
+                (_, None, _, None) => "still running".to_string(),
                 _ => "ended".to_string(),
             };
             let _ = write!(
@@ -229,6 +269,31 @@ impl Timeline<'_> {
                 p.pid,
                 offset_ms(self.t0, p.start),
                 offset_ms(self.t0, end),
+            );
+        }
+
+        // Requests that got no answer (a dropped or refused connection, a client that gave up):
+        // a grey cross on the hold bar's row.
+        for e in self.exchanges.iter().filter(|e| e.status.is_none()) {
+            let Some(y) = lane_y(Some(&e.client)) else {
+                continue;
+            };
+            let cx = at(e.at);
+            let cy = y + 14.0;
+            let _ = write!(
+                s,
+                r##"<path class="dropped" d="M{:.1} {:.1} L{:.1} {:.1} M{:.1} {:.1} L{:.1} {:.1}" stroke="#718096" stroke-width="1.5"><title>{} at {} ms: no answer ({:?})</title></path>"##,
+                cx - 3.0,
+                cy - 3.0,
+                cx + 3.0,
+                cy + 3.0,
+                cx - 3.0,
+                cy + 3.0,
+                cx + 3.0,
+                cy - 3.0,
+                escape(e.operation.as_str()),
+                offset_ms(self.t0, e.at),
+                e.outcome
             );
         }
 
@@ -255,16 +320,24 @@ impl Timeline<'_> {
             );
         }
 
-        // Violations across all lanes.
+        // Violations, outlined on the lanes of the clients they involve.
         let lanes_h = LANE * lanes.len().max(1) as f64;
         for v in self.violations {
             let (x1, x2) = (x(v.window.start_ms), x(v.window.end_ms));
-            let _ = write!(
-                s,
-                r##"<rect class="violation" x="{x1:.1}" y="{TOP}" width="{:.1}" height="{lanes_h}" fill="#e53e3e" fill-opacity="0.25" stroke="#c53030" stroke-width="1"><title>{}</title></rect>"##,
-                (x2 - x1).max(2.0),
-                escape(&v.detail)
-            );
+            for c in &v.clients {
+                let Some(y) = lane_y(Some(c)) else {
+                    continue;
+                };
+                let _ = write!(
+                    s,
+                    r##"<rect class="violation" data-client="{}" x="{x1:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#e53e3e" fill-opacity="0.15" stroke="#c53030" stroke-width="2"><title>{}</title></rect>"##,
+                    escape(c),
+                    y + 2.0,
+                    (x2 - x1).max(3.0),
+                    LANE - 4.0,
+                    escape(&v.detail)
+                );
+            }
         }
 
         // Axis.
@@ -399,6 +472,8 @@ mod tests {
                 max_gap: None,
             },
         ];
+        let mut dropped = exchange("b", Operation::Renew, t0 + ms(1100), 503);
+        dropped.status = None;
         let mut e = exchange("b", Operation::Renew, t0 + ms(900), 503);
         e.fault = Some(AppliedFault {
             source: FaultSource::Campaign,
@@ -430,9 +505,10 @@ mod tests {
             clients: vec!["a<1>".into()],
             holds: &holds,
             probes: &probes,
-            exchanges: std::slice::from_ref(&e),
+            exchanges: &[e.clone(), dropped],
             partitions: &parts,
             violations: &violations,
+            stopped_at: Some(t0 + ms(2800)),
         };
         let svg = tl.render();
         let elements = balanced(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
@@ -449,8 +525,15 @@ mod tests {
         assert!(svg.contains("status 503 &amp; more"));
         assert!(svg.contains(r#"class="hold-expired""#));
         assert!(svg.contains("url(#killed)"));
-        // The violation starts at 2200 of 3000 ms: x = 130 + 810 × 2200/3000 = 724.
-        assert!(svg.contains(r#"class="violation" x="724.0""#), "{svg}");
+        // The violation starts at 2200 of 3000 ms: x = 130 + 810 × 2200/3000 = 724, outlined on
+        // the two lanes involved, not the third.
+        assert_eq!(svg.matches(r#"class="violation""#).count(), 2, "{svg}");
+        assert!(svg.contains(r#"data-client="b" x="724.0""#), "{svg}");
+        // The legend, a request without an answer, a probe the harness stopped at the end.
+        assert!(svg.contains(r#"<g class="legend">"#));
+        assert!(svg.contains("hanging requests"));
+        assert!(svg.contains(r#"class="dropped""#), "{svg}");
+        assert!(svg.contains("url(#stopped)"), "{svg}");
         // Axis ticks every 500 ms up to 3 s.
         assert!(svg.contains(">3s</text>"));
         assert!(svg.contains(">500ms</text>"));

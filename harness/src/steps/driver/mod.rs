@@ -273,7 +273,7 @@ impl DriverWorld {
             .unwrap_or_else(|| "gone".into());
         Some(format!(
             "the plugin process died ({status}); its last words on stderr:\n{}",
-            crate::plugins::driver::golang::panic_excerpt(&p.stderr_tail())
+            crate::crash::last_words(&p.stderr_tail())
         ))
     }
 

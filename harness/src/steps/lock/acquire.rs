@@ -139,6 +139,40 @@ async fn holds(w: &mut LockWorld) -> StepResult {
     wait_running(w, CLIENT).await
 }
 
+/// How soon the harness starts a client again that exited, as Nomad's restart policy would
+/// (its default delay is 15 s; shorter here so that a short clause sees the restart).
+pub const RESTART_DELAY: Duration = Duration::from_millis(500);
+
+/// Keep client `label` running until `until` as an allocation's restart policy does: a client
+/// that exited (say with 1 on an acquire conflict, as the guide allows: "once out of
+/// attempts, exit the process with error code") is started again after [`RESTART_DELAY`].
+pub async fn restarting_until(w: &mut LockWorld, label: &str, until: Instant) -> StepResult {
+    let run = w.ctx().run.clone();
+    let mut exited_at: Option<Instant> = None;
+    while Instant::now() < until {
+        let scene = w.scene_mut()?;
+        let running = scene
+            .clients
+            .iter()
+            .any(|c| c.label() == label && !c.finished());
+        if running {
+            exited_at = None;
+        } else {
+            match exited_at {
+                None => exited_at = Some(Instant::now()),
+                Some(at) if at.elapsed() >= RESTART_DELAY => {
+                    exited_at = None;
+                    let r = scene.start_client(&run.config, label).await.map(|_| ());
+                    r.map_err(|e| w.ctx().harness_error(e))?;
+                }
+                _ => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
 #[when("the other holder keeps the lock for a while and then releases it")]
 async fn other_releases(w: &mut LockWorld) -> StepResult {
     // Shorter than the client's give-up window, when it is known: the clause is about
@@ -147,7 +181,7 @@ async fn other_releases(w: &mut LockWorld) -> StepResult {
         Some(g) => w.lock_profile().hold_for.min(g / 2),
         None => w.lock_profile().hold_for,
     };
-    tokio::time::sleep(hold).await;
+    restarting_until(w, CLIENT, Instant::now() + hold).await?;
     let Some(other) = w.scene_mut()?.other.take() else {
         return Err(w.ctx().harness_error("nobody else holds the lock"));
     };
@@ -162,6 +196,12 @@ async fn other_releases(w: &mut LockWorld) -> StepResult {
 
 #[then("the client acquires the lock and starts the protected process in time")]
 async fn starts_in_time(w: &mut LockWorld) -> StepResult {
+    // After the other holder left, a client that had exited on the conflict is started again
+    // by the restart policy, and must then get the lock.
+    if w.scene()?.other_released.is_some() {
+        let until = Instant::now() + RESTART_DELAY * 2;
+        restarting_until(w, CLIENT, until).await?;
+    }
     let r = {
         let within = w.lock_profile().start_within;
         let started = w.scene()?.listener.wait_started(CLIENT, within).await;
@@ -252,6 +292,30 @@ async fn backoff(w: &mut LockWorld) -> StepResult {
         .into_iter()
         .filter(|e| e.operation == Operation::Acquire && e.at < released)
         .collect();
+    // Retries of one run of the client (a restart by the restart policy is not the client's
+    // backoff).
+    let runs: Vec<crate::plugins::lock::ClientRun> = scene
+        .clients
+        .iter()
+        .filter(|c| c.label() == CLIENT)
+        .map(|c| c.run())
+        .collect();
+    let per_run: Vec<usize> = runs
+        .iter()
+        .map(|r| {
+            attempts
+                .iter()
+                .filter(|e| e.at >= r.started && r.exited.is_none_or(|x| e.at <= x))
+                .count()
+        })
+        .collect();
+    if per_run.iter().all(|n| *n < 2) {
+        let n = attempts.len();
+        return Err(w.ctx().skip(format!(
+            "the client never retried an acquire within one run while the lock was held ({n} attempt(s) over {} run(s)): there is no backoff to judge (giving up is LOCK-GIVES-UP's question, and the restart policy paced the restarts)",
+            runs.len()
+        )));
+    }
     let r = match (attempts.first(), attempts.last()) {
         (Some(first), Some(last)) if attempts.len() > 2 => {
             let span = last.at.saturating_duration_since(first.at).as_secs_f64();

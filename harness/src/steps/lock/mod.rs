@@ -36,6 +36,12 @@ pub struct LockWorld {
     fault_at: Option<Instant>,
     /// When the harness (as Nomad) sent the stop signal.
     signalled_at: Option<Instant>,
+    /// The client's state when the harness had to SIGKILL it at the kill timeout.
+    notes_at_kill: Option<String>,
+    /// The singleton campaign's scheduled faults, as they took effect.
+    applied: Vec<singleton::Applied>,
+    /// When the harness began stopping every client at the end of a campaign.
+    stopped_at: Option<Instant>,
 }
 
 impl SuiteWorld for LockWorld {
@@ -102,9 +108,32 @@ impl LockWorld {
         out
     }
 
-    /// A failure text with the rerun line and `exchanges` as curl lines.
+    /// A failure text with the rerun line and `exchanges` as curl lines; a client that crashed
+    /// (a panic, a traceback) has the first lines of its crash added to what was seen.
     pub fn fail(&self, expected: &str, seen: &str, exchanges: &[&Exchange]) -> String {
-        crate::steps::failure_text(expected, seen, &self.reproduce(exchanges))
+        let mut seen = seen.to_string();
+        for crash in self.crashes() {
+            seen.push('\n');
+            seen.push_str(&crash);
+        }
+        crate::steps::failure_text(expected, &seen, &self.reproduce(exchanges))
+    }
+
+    /// `client-1 crashed: <first lines of its panic or traceback>`, for each client whose
+    /// stderr holds one.
+    pub fn crashes(&self) -> Vec<String> {
+        let Some(scene) = self.scene.as_ref() else {
+            return Vec::new();
+        };
+        scene
+            .clients
+            .iter()
+            .filter_map(|c| {
+                let stderr: Vec<String> = c.tasks().iter().map(|t| t.stderr.text.clone()).collect();
+                crate::crash::report(&stderr.join("\n"))
+                    .map(|r| format!("{} crashed:\n{r}", c.label()))
+            })
+            .collect()
     }
 
     /// Record the scene's exchanges, probe intervals and client output in the case, once.

@@ -108,6 +108,186 @@ async fn stop_with(w: &mut LockWorld, signal: String) -> StepResult {
     Ok(())
 }
 
+#[when("Nomad stops the task with SIGTERM while a renew hangs")]
+async fn stop_while_hung(w: &mut LockWorld) -> StepResult {
+    if !w.config().pattern.is_shim() {
+        return Err(w.ctx().skip(
+            "in the sidecar pattern Nomad stops the application task after the leader, whatever the leader does, and SIGKILLs a leader still running at its kill timeout: a leader that waits on a hung request only delays the stop, which LOCK-HANG-STOPS bounds",
+        ));
+    }
+    let l = super::renew::lease(w, CLIENT).await?;
+    let task_api = w.config().task_api;
+    // The next renew comes within the TTL of the last success (LOCK-RENEW-BEFORE-TTL); wait
+    // until the proxy holds one, unanswered.
+    let until = Instant::now() + l.ttl * 2;
+    let proxy_pending = loop {
+        let pending = w
+            .scene_mut()?
+            .proxy(CLIENT, task_api)
+            .await?
+            .pending(Operation::Renew);
+        if !pending.is_empty() || Instant::now() >= until {
+            break pending;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let scene = w.scene()?;
+    let running = scene.probes_of(CLIENT).iter().any(|p| p.end.is_none());
+    if proxy_pending.is_empty() || !running {
+        return Err(w.ctx().skip(if running {
+            format!(
+                "the client sent no renew within {} of the hang's start, so no signal could come while one hangs",
+                fmt(l.ttl * 2)
+            )
+        } else {
+            "the client stopped its protected process before any renew hung (LOCK-HANG-STOPS judges how soon), so no signal could come while one hangs".to_string()
+        }));
+    }
+    let kill = w.config().kill_timeout;
+    w.signalled_at = Some(Instant::now());
+    let client = w.client(CLIENT)?;
+    let _ = client.signal(Signal::SIGTERM);
+    if client.wait_exit(kill).await.is_none() {
+        // Nomad's SIGKILL after kill_timeout; what the client was doing is kept for the verdict.
+        w.notes_at_kill = Some(client_state(w));
+        let client = w.client(CLIENT)?;
+        client.kill();
+        client.wait_exit(Duration::from_secs(5)).await;
+    }
+    w.scene()?.listener.wait_ended(CLIENT, kill).await;
+    Ok(())
+}
+
+/// What the client under test was doing when Nomad would SIGKILL it: running or not, its
+/// protected process, whether it had released the lock, its requests still waiting.
+fn client_state(w: &LockWorld) -> String {
+    let Ok(scene) = w.scene() else {
+        return String::new();
+    };
+    let at = w.signalled_at.unwrap_or_else(Instant::now);
+    let ex = scene.exchanges();
+    let released = lock_ops(&ex, CLIENT)
+        .into_iter()
+        .any(|e| e.operation == Operation::Release && e.succeeded() && e.at >= at);
+    let probe_running = scene.probes_of(CLIENT).iter().any(|p| p.end.is_none());
+    let pending: Vec<String> = scene
+        .proxies
+        .get(CLIENT)
+        .map(|p| {
+            Operation::LOCK
+                .iter()
+                .flat_map(|op| {
+                    p.pending(*op)
+                        .into_iter()
+                        .map(move |t| format!("{} waiting for {}", op.as_str(), fmt(t.elapsed())))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "at the kill timeout the client was still running, its protected process {}, the lock {}; requests still waiting: {}",
+        if probe_running {
+            "still running"
+        } else {
+            "stopped"
+        },
+        if released { "released" } else { "not released" },
+        if pending.is_empty() {
+            "none".to_string()
+        } else {
+            pending.join(", ")
+        }
+    )
+}
+
+#[then("the protected process stopped within the kill timeout")]
+async fn stopped_within_kill(w: &mut LockWorld) -> StepResult {
+    let kill = w.config().kill_timeout;
+    let at = w.signalled_at.unwrap_or_else(Instant::now);
+    let scene = w.scene()?;
+    let exited = w.client(CLIENT)?.exited_at();
+    let probes = scene.probes_of(CLIENT);
+    let late_probe = probes
+        .iter()
+        .find(|p| p.end.is_none_or(|e| e > at + kill) || p.killed);
+    let client_note = match exited {
+        Some(e) => format!(
+            "the client exited {} after the signal",
+            fmt(e.saturating_duration_since(at))
+        ),
+        None => "the client did not exit".into(),
+    };
+    let r = match late_probe {
+        None => {
+            // Exiting late is not the clause's question: Nomad SIGKILLs the client at the
+            // kill timeout, and its protected process is already gone.
+            w.ctx().note(&client_note);
+            Ok(())
+        }
+        Some(p) => {
+            let mut seen = Vec::new();
+            if let Some(state) = &w.notes_at_kill {
+                seen.push(state.clone());
+            }
+            seen.push(match p.end {
+                Some(e) if !p.killed => format!(
+                    "the protected process ended {} after the signal",
+                    fmt(e.saturating_duration_since(at))
+                ),
+                Some(_) => {
+                    "the protected process was only ended by the harness's SIGKILL (Nomad's, at the kill timeout)".into()
+                }
+                None => "the protected process was still running".into(),
+            });
+            seen.push(client_note);
+            Err(w.fail(
+                &format!(
+                    "SIGTERM while a renew hangs: the client stops its protected process within the kill timeout ({}), without waiting for the hung request",
+                    fmt(kill)
+                ),
+                &seen.join("; "),
+                &[],
+            ))
+        }
+    };
+    w.record_scene();
+    r
+}
+
+#[then("the client exited with a status of its own, not a crash")]
+async fn no_crash(w: &mut LockWorld) -> StepResult {
+    let within = w.lock_profile().stop_within * 2;
+    let client = w.client(CLIENT)?;
+    let status = client.wait_exit(within).await;
+    let stderr: String = client
+        .tasks()
+        .iter()
+        .map(|t| t.stderr.text.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let report = crate::crash::report(&stderr);
+    let signal = match &status {
+        Some(nomad_conform_reports::model::ExitStatus::Signaled { signal }) => Some(*signal),
+        _ => None,
+    };
+    let r = match (&report, signal) {
+        (None, None) => Ok(()),
+        _ => Err(w.fail(
+            "after a late renew conflict the client exits with an error status of its own (\"On conflict: exit the process with error code\"), not by crashing",
+            // The crash itself is added by fail().
+            &format!(
+                "the client ended with {}",
+                status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "no exit yet".into())
+            ),
+            &[],
+        )),
+    };
+    w.record_scene();
+    r
+}
+
 #[then(
     "the protected process stopped within the kill timeout, never running while the lock was free"
 )]

@@ -90,16 +90,29 @@ async fn wait_exchange(
 
 /// Injects `status` on the client's next renew and waits for it to happen.
 async fn next_renew_answered(w: &mut LockWorld, status: u16) -> StepResult {
+    next_renew_answered_after(w, status, |_| Duration::ZERO).await
+}
+
+/// Injects `status`, held `hold(lease)` first, on the client's next renew and waits for it.
+async fn next_renew_answered_after(
+    w: &mut LockWorld,
+    status: u16,
+    hold: impl Fn(&Lease) -> Duration,
+) -> StepResult {
     let l = lease(w, CLIENT).await?;
     let since = Instant::now();
     let task_api = w.config().task_api;
-    let fault = Fault::status(status).map_err(|e| e.to_string())?;
+    let fault = Fault::status(status)
+        .map_err(|e| e.to_string())?
+        .after(hold(&l));
     w.scene_mut()?
         .proxy(CLIENT, task_api)
         .await?
         .inject_next(&[Operation::Renew], fault, 1);
+    // The renew the fault hit, answered or (for a held answer) given up on by the client.
     let hit = wait_exchange(w, CLIENT, since, l.ttl * 2, |e| {
-        e.operation == Operation::Renew && e.status == Some(status)
+        e.operation == Operation::Renew
+            && (e.status == Some(status) || (e.fault.is_some() && e.status.is_none()))
     })
     .await?;
     match hit {
@@ -121,6 +134,56 @@ async fn next_renew_answered(w: &mut LockWorld, status: u16) -> StepResult {
 #[when("the next renew is answered 409")]
 async fn renew_409(w: &mut LockWorld) -> StepResult {
     next_renew_answered(w, 409).await
+}
+
+#[when("the next renew is held an eighth of the TTL and then answered 409")]
+async fn renew_late_409(w: &mut LockWorld) -> StepResult {
+    next_renew_answered_after(w, 409, |l| l.ttl / 8).await?;
+    // The clause is about what the client does with a late conflict: it must have got it.
+    let scene = w.scene()?;
+    let ex = scene.exchanges();
+    let got = lock_ops(&ex, CLIENT)
+        .into_iter()
+        .any(|e| e.operation == Operation::Renew && e.status == Some(409) && e.fault.is_some());
+    if !got {
+        return Err(w.ctx().skip(
+            "the client gave up on the renew before the late 409 came (its request timeout is shorter than an eighth of the TTL), so it never met a late conflict",
+        ));
+    }
+    Ok(())
+}
+
+/// From now on the server takes the client's requests and never answers them (the
+/// connection stays open).
+async fn start_hang(w: &mut LockWorld) -> StepResult {
+    wait_running(w, CLIENT).await?;
+    let task_api = w.config().task_api;
+    w.scene_mut()?
+        .proxy(CLIENT, task_api)
+        .await?
+        .partition_until_healed(crate::plugins::lock::PartitionMode::Hang);
+    w.fault_at = Some(Instant::now());
+    Ok(())
+}
+
+#[when("the server stops answering the client's requests")]
+async fn stops_answering(w: &mut LockWorld) -> StepResult {
+    start_hang(w).await
+}
+
+#[when("every renew and release hangs from now on")]
+async fn renews_hang(w: &mut LockWorld) -> StepResult {
+    let l = lease(w, CLIENT).await?;
+    start_hang(w).await?;
+    let stop_within = w.lock_profile().stop_within;
+    let now = Instant::now();
+    let last = last_success(&w.scene()?.exchanges(), CLIENT, now)
+        .map(|e| answered_at(&e))
+        .unwrap_or(now);
+    let deadline = last + l.ttl * 2 + l.delay + stop_within;
+    let wait = deadline.saturating_duration_since(Instant::now());
+    w.scene()?.listener.wait_ended(CLIENT, wait).await;
+    Ok(())
 }
 
 #[when("the next renew fails with 503")]

@@ -14,23 +14,229 @@ use super::{LockWorld, StepResult, fmt};
 use crate::plugins::lock::checker::client_timing;
 use crate::plugins::lock::timeline::{ClientPartitions, Timeline};
 use crate::plugins::lock::{
-    Campaign, FaultRates, MeasuredTiming, Operation, PartitionMode, checker, timing_advice,
+    Campaign, Fault, FaultRates, MeasuredTiming, Operation, PartitionMode, checker, timing_advice,
     violations,
 };
 
-/// How soon the harness restarts a client that exited, as Nomad's restart policy would (its
-/// default delay is 15 s; shorter here so that a short campaign sees many hand-overs).
-const RESTART_DELAY: Duration = Duration::from_millis(500);
+use super::acquire::RESTART_DELAY;
 
 fn label(i: usize) -> String {
     format!("client-{}", i + 1)
 }
 
-/// Keeps `n` clients running until `until`, restarting any that exits.
-async fn keep_running(w: &mut LockWorld, n: usize, until: Instant) -> StepResult {
+/// The faults every campaign applies, whatever its seed: each failure mode the campaign exists
+/// to catch is exercised on every run. All but the outage hit the client that holds the lock
+/// at the time (the one whose protected process runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scheduled {
+    /// Its next renew is answered 409 an eighth of a TTL late, as a renew delivered after the
+    /// lock passed on is answered: the client must stop. (Answered again to a later renew if
+    /// the client gave up on that one before the answer came.)
+    LateConflict,
+    /// Its requests hang for 2 × TTL + lock delay + TTL/2, then are delivered: only a client
+    /// that bounds its requests stops in time.
+    HangThenDeliver,
+    /// Its next renew's connection is reset.
+    Reset,
+    /// Its next three renews are answered 503.
+    Burst5xx,
+    /// Every client's connections are refused for 2 × TTL + lock delay + TTL.
+    RefusalOutage,
+}
+
+impl Scheduled {
+    fn describe(self) -> &'static str {
+        match self {
+            Scheduled::LateConflict => "a renew conflict answered an eighth of a TTL late (409)",
+            Scheduled::HangThenDeliver => {
+                "requests held for 2 × TTL + lock delay + TTL/2, then delivered"
+            }
+            Scheduled::Reset => "a renew's connection reset",
+            Scheduled::Burst5xx => "three renews answered 503",
+            Scheduled::RefusalOutage => {
+                "every client refused for 2 × TTL + lock delay + TTL (an outage longer than a lock's lifetime)"
+            }
+        }
+    }
+}
+
+/// A scheduled fault and when it took effect (on whom).
+#[derive(Clone, Debug)]
+pub struct Applied {
+    pub at: Instant,
+    pub fault: &'static str,
+    pub target: String,
+}
+
+/// When each scheduled fault is due, from the campaign's start and the clients' lease: each
+/// one after the previous one's consequences have played out (its lock lapsed and passed on).
+fn schedule(
+    start: Instant,
+    ttl: Duration,
+    delay: Duration,
+) -> (Vec<(Instant, Scheduled)>, Instant) {
+    let lapse = ttl * 2 + delay;
+    let conflict = start + ttl;
+    let hang = conflict + lapse + ttl;
+    let reset = hang + lapse + ttl / 2 + lapse + ttl;
+    let burst = reset + ttl;
+    let outage = burst + ttl;
+    let end = outage + lapse + ttl + lapse + ttl;
+    (
+        vec![
+            (conflict, Scheduled::LateConflict),
+            (hang, Scheduled::HangThenDeliver),
+            (reset, Scheduled::Reset),
+            (burst, Scheduled::Burst5xx),
+            (outage, Scheduled::RefusalOutage),
+        ],
+        end,
+    )
+}
+
+/// The client whose protected process runs now, if any.
+fn holder(w: &LockWorld, n: usize) -> Option<String> {
+    let scene = w.scene().ok()?;
+    (0..n)
+        .map(label)
+        .find(|l| scene.probes_of(l).iter().any(|p| p.end.is_none()))
+}
+
+/// How long a scheduled fault takes to play out: its random faults are paused on the clients
+/// it hits for that long, so that the seed's partitions and resets never cut it short (a
+/// random partition closing the connection of the late conflict's renew, say).
+fn plays_out(fault: Scheduled, ttl: Duration, delay: Duration) -> Duration {
+    let lapse = ttl * 2 + delay;
+    match fault {
+        Scheduled::LateConflict | Scheduled::Reset | Scheduled::Burst5xx => lapse + ttl,
+        Scheduled::HangThenDeliver => lapse + ttl / 2 + lapse,
+        Scheduled::RefusalOutage => lapse + ttl + lapse,
+    }
+}
+
+/// Apply `fault` now; returns on whom (the clients whose random faults are paused), or None
+/// when it needs a holder and there is none yet.
+async fn apply(
+    w: &mut LockWorld,
+    fault: Scheduled,
+    n: usize,
+    ttl: Duration,
+    delay: Duration,
+) -> Result<Option<(String, Vec<String>)>, String> {
+    let task_api = w.config().task_api;
+    if fault == Scheduled::RefusalOutage {
+        let now = Instant::now();
+        let end = now + ttl * 2 + delay + ttl;
+        for i in 0..n {
+            let proxy = w.scene_mut()?.proxy(&label(i), task_api).await?;
+            proxy.stop_campaign();
+            proxy.partition_window(PartitionMode::Refuse, now, end);
+        }
+        return Ok(Some(("every client".into(), (0..n).map(label).collect())));
+    }
+    let Some(target) = holder(w, n) else {
+        return Ok(None);
+    };
+    let proxy = w.scene_mut()?.proxy(&target, task_api).await?;
+    proxy.stop_campaign();
+    let bad = |e: crate::plugins::lock::faults::FaultError| e.to_string();
+    match fault {
+        Scheduled::LateConflict => {
+            let f = Fault::status(409).map_err(bad)?.after(ttl / 8);
+            proxy.inject_next(&[Operation::Renew], f, 1);
+        }
+        Scheduled::HangThenDeliver => {
+            let now = Instant::now();
+            proxy.partition_window(PartitionMode::Hang, now, now + ttl * 2 + delay + ttl / 2);
+        }
+        Scheduled::Reset => {
+            proxy.inject_next(&[Operation::Renew], Fault::reset(), 1);
+        }
+        Scheduled::Burst5xx => {
+            proxy.inject_next(&[Operation::Renew], Fault::status(503).map_err(bad)?, 3);
+        }
+        Scheduled::RefusalOutage => {}
+    }
+    Ok(Some((target.clone(), vec![target])))
+}
+
+/// Keeps `n` clients running until `until`, restarting any that exits, and applies the
+/// scheduled faults when they are due (a fault that needs a holder waits for one).
+async fn keep_running(
+    w: &mut LockWorld,
+    n: usize,
+    until: Instant,
+    mut due: Vec<(Instant, Scheduled)>,
+    lease: (Duration, Duration),
+    random: Option<&Campaign>,
+) -> StepResult {
     let run = w.ctx().run.clone();
+    let task_api = run.config.task_api;
     let mut exited_at: Vec<Option<Instant>> = vec![None; n];
+    // Clients whose random faults are paused, until when.
+    let mut paused: Vec<(Instant, String)> = Vec::new();
+    // The late conflict until its client really got it: (client, since, tries).
+    let mut conflict: Option<(String, Instant, u32)> = None;
     while Instant::now() < until {
+        if let Some((target, since, tries)) = conflict.clone() {
+            let ex = w.scene()?.exchanges();
+            let conflicts: Vec<&crate::plugins::lock::Exchange> = ex
+                .iter()
+                .filter(|e| {
+                    e.client == target
+                        && e.at >= since
+                        && e.operation == Operation::Renew
+                        && e.fault.is_some()
+                })
+                .collect();
+            let received = conflicts.iter().any(|e| e.status == Some(409));
+            let missed = conflicts.iter().any(|e| e.status.is_none());
+            if received || tries >= 5 {
+                conflict = None;
+            } else if missed {
+                // The client gave up on that renew before the answer came: answer the next.
+                let f = Fault::status(409)
+                    .map_err(|e| e.to_string())?
+                    .after(lease.0 / 8);
+                let proxy = w.scene_mut()?.proxy(&target, task_api).await?;
+                proxy.inject_next(&[Operation::Renew], f, 1);
+                conflict = Some((target, Instant::now(), tries + 1));
+            }
+        }
+        if let Some((at, fault)) = due.first().copied()
+            && Instant::now() >= at
+            && let Some((target, hit)) = apply(w, fault, n, lease.0, lease.1).await?
+        {
+            let resume = Instant::now() + plays_out(fault, lease.0, lease.1);
+            paused.extend(hit.into_iter().map(|l| (resume, l)));
+            if fault == Scheduled::LateConflict {
+                conflict = Some((target.clone(), Instant::now(), 1));
+            }
+            w.applied.push(Applied {
+                at: Instant::now(),
+                fault: fault.describe(),
+                target,
+            });
+            due.remove(0);
+        }
+        // Random faults resume where a scheduled fault has played out (the same seed, for
+        // what is left of the campaign).
+        let now = Instant::now();
+        let (ready, waiting): (Vec<_>, Vec<_>) = paused.into_iter().partition(|(t, _)| *t <= now);
+        paused = waiting;
+        if let Some(c) = random {
+            for (_, l) in ready {
+                if paused.iter().any(|(_, p)| *p == l) {
+                    continue;
+                }
+                let mut rest = c.clone();
+                rest.duration = until.saturating_duration_since(now);
+                let proxy = w.scene_mut()?.proxy(&l, task_api).await?;
+                if let Err(e) = proxy.start_campaign(rest) {
+                    return Err(w.ctx().harness_error(e.to_string()));
+                }
+            }
+        }
         for (i, slot) in exited_at.iter_mut().enumerate() {
             let l = label(i);
             let scene = w.scene_mut()?;
@@ -53,11 +259,19 @@ async fn keep_running(w: &mut LockWorld, n: usize, until: Instant) -> StepResult
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    for (_, fault) in due {
+        w.applied.push(Applied {
+            at: until,
+            fault: fault.describe(),
+            target: "nobody: no client held the lock when it was due".into(),
+        });
+    }
     Ok(())
 }
 
 /// Stops every client as Nomad stops a task, all at once.
-async fn stop_all(w: &LockWorld) -> StepResult {
+async fn stop_all(w: &mut LockWorld) -> StepResult {
+    w.stopped_at = Some(Instant::now());
     let kill = w.config().kill_timeout;
     let scene = w.scene()?;
     for c in &scene.clients {
@@ -78,7 +292,7 @@ async fn stop_all(w: &LockWorld) -> StepResult {
 async fn campaign(w: &mut LockWorld) -> StepResult {
     let run = w.ctx().run.clone();
     let n = run.config.clients;
-    let p = &run.profile.lock;
+    let p = run.profile.lock.clone();
     let seed = w.ctx().seed;
     for i in 0..n {
         let r = w
@@ -92,8 +306,8 @@ async fn campaign(w: &mut LockWorld) -> StepResult {
     wait_running_any(w, n).await?;
     let l = lease_of_any(w)?;
     let start = Instant::now();
-    let outage_at = start + p.campaign / 4;
-    let outage = l.ttl * 2 + l.delay + l.ttl;
+    let (due, scheduled_end) = schedule(start, l.ttl, l.delay);
+    let until = (start + p.campaign).max(scheduled_end);
     let rates = FaultRates {
         ops: Operation::LOCK.to_vec(),
         latency: 0.2,
@@ -108,7 +322,7 @@ async fn campaign(w: &mut LockWorld) -> StepResult {
     };
     let campaign = Campaign {
         seed,
-        duration: p.campaign,
+        duration: until.saturating_duration_since(start),
         rates,
     };
     let task_api = run.config.task_api;
@@ -117,14 +331,13 @@ async fn campaign(w: &mut LockWorld) -> StepResult {
         if let Err(e) = proxy.start_campaign(campaign.clone()) {
             return Err(w.ctx().harness_error(e.to_string()));
         }
-        proxy.partition_window(PartitionMode::Refuse, outage_at, outage_at + outage);
     }
-    keep_running(w, n, start + p.campaign).await?;
+    keep_running(w, n, until, due, (l.ttl, l.delay), Some(&campaign)).await?;
     for proxy in w.scene()?.proxies.values() {
         proxy.stop_campaign();
         proxy.heal();
     }
-    w.fault_at = Some(outage_at);
+    w.fault_at = w.applied.first().map(|a| a.at);
     stop_all(w).await
 }
 
@@ -199,7 +412,7 @@ async fn restart(w: &mut LockWorld) -> StepResult {
             .harness_error(format!("failed to restart the server: {e}"))
     })?;
     let until = Instant::now() + w.lock_profile().hold_for;
-    keep_running(w, 2, until).await?;
+    keep_running(w, 2, until, Vec::new(), (l.ttl, l.delay), None).await?;
     stop_all(w).await
 }
 
@@ -246,10 +459,39 @@ async fn invariant(w: &mut LockWorld) -> StepResult {
             exchanges: &exchanges,
             partitions: &partitions,
             violations: &found,
+            stopped_at: w.stopped_at,
         }
         .render();
         attach_timeline(w, svg);
         let first = &found[0];
+        let t0 = scene.t0;
+        let scheduled: Vec<String> = w
+            .applied
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} ms: {} ({})",
+                    checker::offset_ms(t0, a.at),
+                    a.fault,
+                    a.target
+                )
+            })
+            .collect();
+        // The scheduled fault that exposed it: the last one to take effect before the
+        // violation began.
+        let exposed_by = w
+            .applied
+            .iter()
+            .rfind(|a| checker::offset_ms(t0, a.at) <= first.window.start_ms)
+            .map(|a| {
+                format!(
+                    "exposed by the scheduled fault at {} ms: {} ({})",
+                    checker::offset_ms(t0, a.at),
+                    a.fault,
+                    a.target
+                )
+            })
+            .unwrap_or_else(|| "before any scheduled fault took effect".into());
         let schedule: Vec<String> = partitions
             .iter()
             .flat_map(|c| {
@@ -269,13 +511,14 @@ async fn invariant(w: &mut LockWorld) -> StepResult {
         Err(w.fail(
             "at most one protected process runs at any time, and only while its client holds the lock as the server saw it",
             &format!(
-                "{} violation(s); the first: {} ms .. {} ms ({} ms), {}: {}\nfault schedule (seed {seed}): {}",
+                "{} violation(s); the first: {} ms .. {} ms ({} ms), {}, {exposed_by}: {}\nscheduled faults (every campaign): {}\nrandom partitions (seed {seed}): {}",
                 found.len(),
                 first.window.start_ms,
                 first.window.end_ms,
                 first.window.length_ms(),
                 first.clients.join(" and "),
                 first.detail,
+                if scheduled.is_empty() { "none".into() } else { scheduled.join("; ") },
                 if schedule.is_empty() { "none".into() } else { schedule.join("; ") }
             ),
             &[],

@@ -10,6 +10,8 @@
 
 #![allow(dead_code)]
 
+pub mod scripted;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -67,8 +69,13 @@ pub struct Launch<'a> {
 impl<'a> Launch<'a> {
     /// lock-sidecar talking to `server` (NOMAD_ADDR), with `args`.
     pub fn new(server: &ServerHandle, dir: &'a Path, args: &[&str]) -> Self {
+        Self::at(&server.nomad_addr(), dir, args)
+    }
+
+    /// lock-sidecar with NOMAD_ADDR `addr` (a scripted server, or nothing listening).
+    pub fn at(addr: &str, dir: &'a Path, args: &[&str]) -> Self {
         Self {
-            env: vec![("NOMAD_ADDR".to_string(), server.nomad_addr())],
+            env: vec![("NOMAD_ADDR".to_string(), addr.to_string())],
             args: args.iter().map(|a| a.to_string()).collect(),
             dir,
             name: "main",
