@@ -146,3 +146,24 @@ Feature: renew
     And the client holds the lock and its protected process runs
     And every renew and release fails with 503 from now on
     Then the client tried to release the lock after its renews failed
+
+  @LOCK-LAPSE-RELEASE-ENDS @should
+  Scenario: after a lapse, Nomad's 500 to a late release ends the client with an error
+    The harness fails every renew and release with 503 until Nomad would have freed the lock
+    (2 × TTL plus the lock delay after the last renew it accepted), then lets the client's
+    requests through: a release sent from then on meets Nomad's own answer, 500 "variable
+    doesn't hold a lock". A client that gave its release up earlier never meets it; the clause
+    still judges how it ended.
+
+    Basis: Nomad nomad/state/state_store_variables.go (VarLockRelease) returns a plain error for
+    a variable that holds no lock, which command/agent/http.go (errCodeFromHandler) answers with
+    500, and the Go api client does not retry it (api/retry.go, retryPut, retries 429 and
+    statuses above 500 only): no retry can release a lock that is gone. The guide's lock-renew pseudo-code: "If TTL expires, attempt to revoke lock,
+    then exit the process with error code". A client that retries forever never exits, so Nomad
+    never restarts or reschedules the allocation; one that exits 0 tells Nomad its work is done.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And every renew and release fails with 503 until Nomad would have freed the lock
+    Then the client gave up its release and exited with an error code

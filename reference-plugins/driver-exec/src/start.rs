@@ -41,7 +41,7 @@ const STATUS_FILE: &str = "exit-status.json";
 
 /// How long StartTask waits before it starts a task with the slow-start variant: longer than
 /// the 30 s a client might expect a start to take.
-const SLOW_START: Duration = Duration::from_secs(35);
+const SLOW_START: Duration = Duration::from_secs(45);
 
 pub async fn start_task(
     plugin: &Plugin,
@@ -406,8 +406,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slow_start_waits_at_least_35_seconds_and_only_with_the_variant() {
-        assert!(start_delay(&Variants::new([Variant::SlowStart])) >= Duration::from_secs(35));
+    fn slow_start_waits_at_least_45_seconds_and_only_with_the_variant() {
+        assert!(start_delay(&Variants::new([Variant::SlowStart])) >= Duration::from_secs(45));
         assert_eq!(start_delay(&Variants::default()), Duration::ZERO);
         assert_eq!(
             start_delay(&Variants::new([Variant::Image, Variant::DynamicUsers])),

@@ -60,6 +60,10 @@ pub enum Fault {
     /// default.
     #[value(name = "panics-on-late-409")]
     PanicsOnLate409,
+    /// Retries a failed lock-release forever (every 100 ms, doubling up to TTL/2), whatever the
+    /// answer: Nomad's 500 "variable doesn't hold a lock" to a release after a lapse included,
+    /// so after losing its lock it never exits.
+    RetriesReleaseForever,
 }
 
 /// An allowed behaviour that differs from the default.
@@ -78,6 +82,11 @@ pub enum Variant {
     ExitOnConflict,
     /// Renews every TTL/3 instead of TTL/2.
     RenewThird,
+    /// Retries a failed release until the server would have freed the lock anyway (3 × TTL
+    /// plus the lock delay), instead of for one TTL: after a long outage its release reaches
+    /// Nomad once the lock is cleared, meets Nomad's 500 "variable doesn't hold a lock" and
+    /// stops there, as on any release of a lock that is gone.
+    ReleaseUntilFreed,
 }
 
 /// The switches in force.
@@ -154,13 +163,20 @@ mod tests {
                 "ignores-namespace",
                 "no-request-timeout",
                 "deadlock-on-sigterm",
-                "panics-on-late-409"
+                "panics-on-late-409",
+                "retries-release-forever"
             ]
         );
         let variants: Vec<String> = Variant::value_variants().iter().map(value_name).collect();
         assert_eq!(
             variants,
-            ["renew-0.7", "exit-1", "exit-on-conflict", "renew-third"]
+            [
+                "renew-0.7",
+                "exit-1",
+                "exit-on-conflict",
+                "renew-third",
+                "release-until-freed"
+            ]
         );
     }
 

@@ -508,22 +508,48 @@ pub async fn release_once(api: &Api, id: &str, ttl: Duration, switches: &Switche
     }
 }
 
+/// Nomad's answer to a release of a lock that is already gone: `VarLockRelease`'s plain
+/// errors, which Nomad's HTTP layer turns into 500 with their text. No retry can change it.
+fn lock_gone(answer: &crate::api::Answer) -> bool {
+    let text = answer.message();
+    answer.status == 500 && (text.contains("doesn't hold a lock") || text.contains("doesn't exist"))
+}
+
 /// Releases lock `id`, retrying unreachable-server failures within the release budget.
-/// Returns whether the server confirmed the release.
-pub async fn release(api: &Api, id: &str, ttl: Duration, switches: &Switches) -> bool {
+/// Returns whether the server confirmed the release. `delay` is the lock delay asked for
+/// (zero: the server's default), used by the `release-until-freed` variant.
+pub async fn release(
+    api: &Api,
+    id: &str,
+    ttl: Duration,
+    delay: Duration,
+    switches: &Switches,
+) -> bool {
     if switches.fault(Fault::NeverReleases) {
         crate::event!("not releasing lock {id} (fault never-releases)");
         return false;
     }
+    let forever = switches.fault(Fault::RetriesReleaseForever);
     let timing = Timing::new(ttl, switches);
-    let deadline = Instant::now() + timing.release_budget();
+    let budget = if switches.variant(Variant::ReleaseUntilFreed) {
+        // Until the server would have freed the lock anyway: 2 × TTL plus the lock delay after
+        // the last renew, which was at most a TTL ago.
+        ttl * 3 + if delay.is_zero() { ttl } else { delay }
+    } else {
+        timing.release_budget()
+    };
+    let deadline = Instant::now() + budget;
     let mut wait = Duration::from_millis(100);
     loop {
         let now = Instant::now();
-        let timeout = timing
-            .request_timeout
-            .min(deadline.saturating_duration_since(now))
-            .max(Duration::from_millis(50));
+        let timeout = if forever {
+            timing.request_timeout
+        } else {
+            timing
+                .request_timeout
+                .min(deadline.saturating_duration_since(now))
+                .max(Duration::from_millis(50))
+        };
         let reason = match api
             .release(id, switches.fault(Fault::MalformedRelease), timeout)
             .await
@@ -531,6 +557,19 @@ pub async fn release(api: &Api, id: &str, ttl: Duration, switches: &Switches) ->
             Ok(answer) if answer.status == 200 => {
                 crate::event!("released lock {id} on {}", api.path());
                 return true;
+            }
+            Ok(answer) if forever => format!(
+                "server answered {}: {} (fault retries-release-forever)",
+                answer.status,
+                answer.message()
+            ),
+            Ok(answer) if lock_gone(&answer) => {
+                crate::event!(
+                    "lock {id} is already gone ({}: {}); nothing to release",
+                    answer.status,
+                    answer.message()
+                );
+                return false;
             }
             Ok(answer) if answer.status < 500 && answer.status != 429 => {
                 crate::event!(
@@ -543,20 +582,32 @@ pub async fn release(api: &Api, id: &str, ttl: Duration, switches: &Switches) ->
             Ok(answer) => format!("server answered {}: {}", answer.status, answer.message()),
             Err(err) => err.to_string(),
         };
-        if Instant::now() + wait >= deadline {
+        if !forever && Instant::now() + wait >= deadline {
             crate::event!(
                 "could not release lock {id} ({reason}); the server frees it 2 × TTL + lock delay after the last renew"
             );
             return false;
         }
         sleep(wait).await;
-        wait *= 2;
+        wait = (wait * 2).min((ttl / 2).max(Duration::from_millis(100)));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nomads_500_for_a_cleared_lock_is_final_other_500s_are_not() {
+        let answer = |status: u16, body: &str| crate::api::Answer {
+            status,
+            body: body.to_string(),
+        };
+        assert!(lock_gone(&answer(500, "variable doesn't hold a lock")));
+        assert!(lock_gone(&answer(500, "variable doesn't exist\n")));
+        assert!(!lock_gone(&answer(500, "No cluster leader")));
+        assert!(!lock_gone(&answer(409, "variable doesn't hold a lock")));
+    }
 
     #[test]
     fn default_timing_for_nomad_default_ttl() {

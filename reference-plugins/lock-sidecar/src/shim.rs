@@ -113,7 +113,14 @@ pub async fn run(ctx: &Context, argv: &[String], signals: &mut Signals) -> u8 {
             }
             Err(err) => {
                 event!("failed to start {command}: {err}");
-                lease::release(&ctx.api, &lease.id, lease.ttl, &ctx.switches).await;
+                lease::release(
+                    &ctx.api,
+                    &lease.id,
+                    lease.ttl,
+                    ctx.acquire.delay,
+                    &ctx.switches,
+                )
+                .await;
                 return child::spawn_failure_code(&err);
             }
         },
@@ -160,7 +167,7 @@ pub async fn run(ctx: &Context, argv: &[String], signals: &mut Signals) -> u8 {
         event!("killed what the protected process left in its process group");
     }
     if let Some(id) = held.id() {
-        lease::release(&ctx.api, &id, lease.ttl, &ctx.switches).await;
+        lease::release(&ctx.api, &id, lease.ttl, ctx.acquire.delay, &ctx.switches).await;
     }
     if lost { 1 } else { exit_code(ctx, &status) }
 }

@@ -83,7 +83,14 @@ pub async fn run(ctx: &Context, sentinel: &Path, signals: &mut Signals) -> u8 {
     let held = HeldLock::new(&lease.id);
     if let Err(err) = write_sentinel(sentinel, &lease.id) {
         event!("failed to create sentinel {}: {err}", sentinel.display());
-        lease::release(&ctx.api, &lease.id, lease.ttl, &ctx.switches).await;
+        lease::release(
+            &ctx.api,
+            &lease.id,
+            lease.ttl,
+            ctx.acquire.delay,
+            &ctx.switches,
+        )
+        .await;
         return 1;
     }
     event!("created sentinel {}", sentinel.display());
@@ -128,7 +135,7 @@ pub async fn run(ctx: &Context, sentinel: &Path, signals: &mut Signals) -> u8 {
             // Lost: the application stops when this task exits; one quick attempt only.
             lease::release_once(&ctx.api, &id, lease.ttl, &ctx.switches).await;
         } else {
-            lease::release(&ctx.api, &id, lease.ttl, &ctx.switches).await;
+            lease::release(&ctx.api, &id, lease.ttl, ctx.acquire.delay, &ctx.switches).await;
         }
     }
     code

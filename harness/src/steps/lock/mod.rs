@@ -8,6 +8,7 @@
 //! kills every client and probe, stops the proxies and the server.
 
 mod acquire;
+mod lapse_release;
 mod release;
 mod renew;
 mod scene;
@@ -34,6 +35,8 @@ pub struct LockWorld {
     scene: Option<Scene>,
     /// When the latest fault the clause injected took effect (the 409, the outage).
     fault_at: Option<Instant>,
+    /// When the harness stopped failing requests because Nomad would have freed the lock.
+    freed_at: Option<Instant>,
     /// When the harness (as Nomad) sent the stop signal.
     signalled_at: Option<Instant>,
     /// The client's state when the harness had to SIGKILL it at the kill timeout.
