@@ -12,13 +12,13 @@ use crate::cli::{
 };
 use crate::console::Output;
 use crate::error::{HarnessError, exit_code_for};
-use crate::kinds::csi::{self, CsiOptions};
-use crate::kinds::dhv::{self, DhvOptions};
-use crate::kinds::driver::{self, DriverOptions};
-use crate::kinds::lock::{self, LockOptions};
-use crate::kinds::variables::{self, VariablesOptions};
+use crate::kinds::csi;
+use crate::kinds::dhv;
+use crate::kinds::driver;
+use crate::kinds::lock;
+use crate::kinds::variables;
 use crate::report::Protected;
-use crate::run::SuiteOptions;
+use crate::run::{SuiteOptions, run_suite};
 
 /// Run the command; every error is reported here, so the caller only exits with the code.
 pub fn run(cli: Cli) -> i32 {
@@ -113,7 +113,6 @@ fn suite_options(s: &SuiteArgs, output: Output) -> Result<SuiteOptions, HarnessE
 
 async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
-    let capture = dhv::parse_bytes("--capture-limit", &args.capture_limit)?;
     let plugin = match (&args.plugin, &args.plugin_dir) {
         (Some(_), Some(_)) => {
             return Err(HarnessError::Usage(
@@ -155,21 +154,18 @@ async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
             &[Protected::new(&plugin, "the plugin")],
         )?;
     }
-    let opts = DhvOptions {
-        plugin,
-        volumes_dir: args.volumes_dir.clone(),
-        parameters: args.parameters.clone(),
-        failing_parameters: args.failing_parameters.clone(),
-        capacity_min: args.capacity_min.clone(),
-        capacity_max: args.capacity_max.clone(),
-        inherit_env: args.inherit_env,
-        capture_limit: usize::try_from(capture).unwrap_or(usize::MAX),
-        property_cases: args.property_cases,
-    };
     if let Some(dir) = &args.plugin_dir {
-        return dhv::plugin_dir::run(&common, &opts, dir, args.out_dir.as_deref(), output).await;
+        return dhv::plugin_dir::run(&common, &args, dir, args.out_dir.as_deref(), output).await;
     }
-    let record = dhv::run(&common, &opts).await?;
+    let record = run_suite(
+        &common,
+        &dhv::DhvSuite {
+            args: &args,
+            plugin: &plugin,
+            common: &common,
+        },
+    )
+    .await?;
     finish(&record, &args.suite.reports, output)
 }
 
@@ -204,25 +200,14 @@ async fn run_csi(args: CsiArgs, output: Output) -> Result<i32, HarnessError> {
         .into_iter()
         .collect();
     crate::report::check_files(&args.suite.reports, &launched)?;
-    if let Some(l) = &args.launch {
-        crate::secrets::register_from_command(l);
-    }
-    let opts = CsiOptions {
-        endpoint: args.endpoint.clone(),
-        controller_endpoint: args.controller_endpoint.clone(),
-        launch: args.launch.clone(),
-        plugin_type: args.plugin_type,
-        volumes: args.volumes.clone(),
-        node_id: args.node_id.clone(),
-        mount_dir: args.mount_dir.clone(),
-        test_volume_size: args.test_volume_size.clone(),
-        volume_parameters: args.volume_parameters.clone(),
-        snapshot_parameters: args.snapshot_parameters.clone(),
-        secrets: args.secrets.clone(),
-        mutable_parameters: args.mutable_parameters.clone(),
-        idempotency_count: args.idempotency_count,
-    };
-    let record = csi::run(&common, &opts).await?;
+    let record = run_suite(
+        &common,
+        &csi::CsiSuite {
+            args: &args,
+            common: &common,
+        },
+    )
+    .await?;
     finish(&record, &args.suite.reports, output)
 }
 
@@ -232,18 +217,14 @@ async fn run_driver(args: DriverArgs, output: Output) -> Result<i32, HarnessErro
         &args.suite.reports,
         &[Protected::new(&args.plugin, "the plugin")],
     )?;
-    if let Some(a) = &args.plugin_args {
-        crate::secrets::register_from_command(a);
-    }
-    let opts = DriverOptions {
-        plugin: args.plugin.clone(),
-        plugin_args: args.plugin_args.clone(),
-        plugin_config: args.plugin_config.clone(),
-        tasks: args.tasks.clone(),
-        task_command: args.task_command.clone(),
-        chroot_env: args.chroot_env.clone(),
-    };
-    let record = driver::run(&common, &opts).await?;
+    let record = run_suite(
+        &common,
+        &driver::DriverSuite {
+            args: &args,
+            common: &common,
+        },
+    )
+    .await?;
     finish(&record, &args.suite.reports, output)
 }
 
@@ -255,31 +236,22 @@ async fn run_lock(args: LockArgs, output: Output) -> Result<i32, HarnessError> {
         .filter_map(|c| Protected::program_of(c, "the client's program"))
         .collect();
     crate::report::check_files(&args.suite.reports, &programs)?;
-    let opts = LockOptions {
-        client: args.client.clone(),
-        sidecar: args.sidecar.clone(),
-        sentinel: args.sentinel.clone(),
-        path: args.path.clone(),
-        nomad_addr: args.nomad_addr.clone(),
-        token: args.token.clone(),
-        task_api: args.task_api,
-        kill_timeout: args.kill_timeout.clone(),
-        give_up: args.give_up.clone(),
-        stop_on_client_after: args.stop_on_client_after.clone(),
-        clients: args.clients,
-    };
-    let record = lock::run(&common, &opts).await?;
+    let record = run_suite(
+        &common,
+        &lock::LockSuite {
+            args: &args,
+            common: &common,
+        },
+    )
+    .await?;
     finish(&record, &args.suite.reports, output)
 }
 
 async fn run_variables(args: VariablesArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
     crate::report::check_files(&args.suite.reports, &[])?;
-    let opts = VariablesOptions {
-        nomad_addr: args.nomad_addr.clone(),
-        token: args.token.clone(),
-    };
-    let record = variables::run(&common, &opts).await?;
+    let suite = variables::VariablesSuite::from_args(&args, &common)?;
+    let record = run_suite(&common, &suite).await?;
     finish(&record, &args.suite.reports, output)
 }
 

@@ -76,6 +76,14 @@ impl Ledger {
         self.len() == 0
     }
 
+    /// What is still to undo, newest first.
+    pub fn describe_all(&self) -> Vec<String> {
+        self.entries
+            .lock()
+            .map(|e| e.iter().rev().map(|r| r.describe()).collect())
+            .unwrap_or_default()
+    }
+
     /// Undo everything, newest first; a run of independent entries is undone concurrently.
     /// Safe to call more than once: entries are taken out.
     pub async fn teardown(&self) -> TeardownOutcome {

@@ -205,6 +205,11 @@ pub fn kill_all_live_groups() -> usize {
     groups.len()
 }
 
+/// How many process groups the run started are still registered as running.
+pub fn live_group_count() -> usize {
+    LIVE_GROUPS.lock().map(|g| g.len()).unwrap_or(0)
+}
+
 /// Count a long-running process group (a launched CSI plugin) among the groups an interrupted
 /// run kills.
 pub fn register_group(pgid: i32) {

@@ -247,13 +247,17 @@ impl RunStore {
         interrupted: bool,
     ) {
         let mut inner = self.inner();
-        let Some(flight) = inner.in_flight.remove(key) else {
+        let Some(mut flight) = inner.in_flight.remove(key) else {
             return;
         };
         let Some(clause) = inner.clauses.get(key).cloned() else {
             return;
         };
-        let state = lock(&flight.state);
+        // What the case recorded is moved into it, not copied: the scenario is over, so its
+        // state has no other reader, and a plugin's output or a failure text quoting it is kept
+        // once.
+        let handle = flight.state.clone();
+        let mut state = lock(&handle);
         let mut blocked_by = None;
         let (mut verdict, mut reason) = if interrupted {
             (
@@ -265,11 +269,11 @@ impl RunStore {
                 Verdict::Error,
                 Some(format!("the harness failed to set up the scenario: {h}")),
             )
-        } else if let Some(f) = &flight.failure {
+        } else if let Some(f) = flight.failure.take() {
             match &state.hint {
                 Some(Hint::Skip(r)) => (Verdict::Skip, Some(r.clone())),
-                Some(Hint::TimedOut) => (Verdict::TimedOut, Some(f.clone())),
-                Some(Hint::HarnessError) => (Verdict::Error, Some(f.clone())),
+                Some(Hint::TimedOut) => (Verdict::TimedOut, Some(f)),
+                Some(Hint::HarnessError) => (Verdict::Error, Some(f)),
                 Some(Hint::Blocked(by)) => {
                     blocked_by = Some(by.clone());
                     (
@@ -279,7 +283,7 @@ impl RunStore {
                         )),
                     )
                 }
-                None => (Verdict::Fail, Some(f.clone())),
+                None => (Verdict::Fail, Some(f)),
             }
         } else if let Some(u) = &flight.undefined {
             (
@@ -289,16 +293,25 @@ impl RunStore {
         } else {
             (Verdict::Pass, None)
         };
-        if !state.leaked.is_empty() {
+        if !state.leaked.is_empty() && interrupted {
+            // The interrupt cut the clause short: what it left is not the plugin's leak.
+            let list = state.leaked.join("\n  ");
+            reason = reason
+                .map(|r| format!("{r}\n\nnot cleaned up (the run was interrupted):\n  {list}"));
+        } else if !state.leaked.is_empty() {
             verdict.raise(Verdict::Leaked);
             let list = state.leaked.join("\n  ");
             let text = format!("left behind after cleanup:\n  {list}");
             reason = Some(match reason {
-                Some(r) => format!("{r}\n\n{text}"),
+                Some(mut r) => {
+                    r.push_str("\n\n");
+                    r.push_str(&text);
+                    r
+                }
                 None => text,
             });
         }
-        let mut steps = flight.steps.clone();
+        let mut steps = std::mem::take(&mut flight.steps);
         if let Some((feature, sc)) = scenario {
             let all: Vec<&gherkin::Step> = feature
                 .background
@@ -320,9 +333,9 @@ impl RunStore {
             blocked_by,
             duration_ms: millis_between(flight.started_at, at),
             steps,
-            events: state.events.clone(),
-            notes: state.notes.clone(),
-            attachments: state.attachments.clone(),
+            events: std::mem::take(&mut state.events),
+            notes: std::mem::take(&mut state.notes),
+            attachments: std::mem::take(&mut state.attachments),
             ..case_of(&clause, verdict, rerun(&inner, &clause.id))
         };
         drop(state);
@@ -365,6 +378,21 @@ fn millis_between(a: SystemTime, b: SystemTime) -> u64 {
     b.duration_since(a)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// [`step_error_text`], taking the text out of the panic payload when nothing else holds it
+/// (cucumber hands the recorder the last reference): a failure quoting a plugin's output is not
+/// copied again.
+fn take_step_error_text(err: StepError) -> String {
+    match err {
+        StepError::Panic(mut info) => {
+            match Arc::get_mut(&mut info).and_then(|p| p.downcast_mut::<String>()) {
+                Some(text) => std::mem::take(text),
+                None => panic_text(&info),
+            }
+        }
+        other => step_error_text(&other),
+    }
 }
 
 /// The text of a failed step: the `Err` string of the step (cucumber turns it into a panic
@@ -449,7 +477,7 @@ fn step_event<W>(flight: &mut InFlight, step: &gherkin::Step, ev: Step<W>, at: S
             StepOutcome::Undefined
         }
         Step::Failed(_, _, _, err) => {
-            flight.failure = Some(step_error_text(&err));
+            flight.failure = Some(take_step_error_text(err));
             StepOutcome::Failed
         }
     };

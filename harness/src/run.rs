@@ -1,5 +1,12 @@
 //! One run of a suite: select scenarios, drive cucumber with our recorder, survive Ctrl-C, and
-//! turn the store into a run record. Nothing here knows a plugin kind.
+//! turn the store into a run record. Nothing here knows a plugin kind: [`run_suite`] owns the
+//! life of every kind's run, and a kind only says how to prepare its subject ([`Suite`]).
+
+mod interrupt;
+mod suite;
+
+pub use interrupt::Interrupts;
+pub use suite::{Prepared, RunStart, Suite, run_suite};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -75,8 +82,9 @@ impl cucumber::Parser<Vec<gherkin::Feature>> for Preparsed {
 }
 
 /// Run the selected scenarios of `features` with world `W`. Returns true if the run was
-/// interrupted (SIGINT or SIGTERM); in that case every process group is killed, every ledger
-/// torn down, and the cases under way are closed as interrupted.
+/// interrupted (SIGINT or SIGTERM, see [`Interrupts`]); in that case the cases under way are
+/// closed as interrupted, their ledgers torn down (until a second interrupt), and every process
+/// group is killed.
 pub async fn execute<W: SuiteWorld>(
     run: Arc<RunCtx<W::Config>>,
     features: Vec<gherkin::Feature>,
@@ -135,41 +143,72 @@ pub async fn execute<W: SuiteWorld>(
         filter_keys.contains(&CaseKey::of(feature, scenario))
     });
 
-    let interrupted = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    {
-        Ok(mut term) => tokio::select! {
-            _ = running => false,
-            _ = tokio::signal::ctrl_c() => true,
-            _ = term.recv() => true,
-        },
-        Err(_) => tokio::select! {
-            _ = running => false,
-            _ = tokio::signal::ctrl_c() => true,
-        },
+    let interrupts = Interrupts::get();
+    let interrupted = tokio::select! {
+        _ = running => false,
+        _ = interrupts.at_least(1) => true,
     };
     // cucumber replaced the process-wide panic hook with a silent one for the run.
     drop(std::panic::take_hook());
 
     if interrupted {
-        // A second signal ends the process at once.
-        tokio::spawn(async {
-            let _ = tokio::signal::ctrl_c().await;
-            std::process::exit(130);
-        });
-        // Calls under way were killed when the run was dropped (their process guards). Undo
-        // what the scenarios made while a launched plugin still runs to answer the undo calls;
-        // then kill whatever process group is left.
-        for (key, ledger) in store.take_ledgers() {
-            let outcome = ledger.teardown().await;
-            let handle = store.case(&key);
-            let mut state = crate::recorder::lock(&handle);
-            state.leaked.extend(outcome.leaked);
-            state.notes.extend(outcome.notes);
+        // Calls under way were cancelled with the run (their process guards killed what they
+        // started). Undo what the scenarios made while a launched plugin still runs to answer
+        // the undo calls, newest first, unless a second interrupt says stop waiting; then kill
+        // whatever process group is left. What was not undone is named in its clause.
+        let ledgers = store.take_ledgers();
+        let undo: Vec<String> = ledgers.iter().flat_map(|(_, l)| l.describe_all()).collect();
+        eprintln!(
+            "{}",
+            interrupt::first_notice(ledgers.len(), &undo, crate::process::live_group_count())
+        );
+        let mut pending = ledgers.into_iter();
+        let undo_all = async {
+            for (key, ledger) in pending.by_ref() {
+                let outcome = ledger.teardown().await;
+                note_interrupted_cleanup(&store, &key, outcome);
+            }
+        };
+        tokio::select! {
+            _ = undo_all => {}
+            _ = interrupts.at_least(2) => {
+                eprintln!(
+                    "nomad-conform: second interrupt: no longer waiting for the plugin; killing every process the run started, removing its mounts and files, writing the reports"
+                );
+            }
+        }
+        for (key, ledger) in pending {
+            let left = ledger.describe_all();
+            if !left.is_empty() {
+                let outcome = crate::ledger::TeardownOutcome {
+                    leaked: left,
+                    notes: Vec::new(),
+                };
+                note_interrupted_cleanup(&store, &key, outcome);
+            }
         }
         store.finish_interrupted(&selected);
         crate::process::kill_all_live_groups();
     }
     interrupted
+}
+
+/// What the cleanup of an interrupted clause left, as notes of the clause: an interrupt cut
+/// the clause short, so what it left is not the plugin's leak.
+fn note_interrupted_cleanup(
+    store: &crate::recorder::RunStore,
+    key: &CaseKey,
+    outcome: crate::ledger::TeardownOutcome,
+) {
+    let handle = store.case(key);
+    let mut state = crate::recorder::lock(&handle);
+    state.notes.extend(outcome.notes);
+    state.notes.extend(
+        outcome
+            .leaked
+            .into_iter()
+            .map(|l| format!("not cleaned up (the run was interrupted): {l}")),
+    );
 }
 
 /// What a kind knows about the run when it is over, to build the record.

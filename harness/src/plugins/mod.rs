@@ -3,6 +3,7 @@ pub mod csi;
 pub mod dhv;
 pub mod driver;
 pub mod lock;
+pub mod variables;
 
 /// Where our .proto files are, for the grpcurl commands in reproduce blocks (plugins rarely
 /// serve gRPC reflection): the source tree the binary was built from while it is still there,

@@ -9,16 +9,7 @@ use std::time::Duration;
 use crate::cli::PluginType;
 use crate::plugins::csi::{Connection, Rpc, call, pb};
 use crate::profile::Profile;
-
-/// The capabilities the plugin advertised, by enum name.
-#[derive(Clone, Debug, Default)]
-pub struct Capabilities {
-    pub plugin: BTreeSet<String>,
-    pub controller: BTreeSet<String>,
-    pub node: BTreeSet<String>,
-    /// GroupController RPC capabilities (only asked for when the plugin offers the service).
-    pub group: BTreeSet<String>,
-}
+use crate::steps::csi::Capabilities;
 
 /// What the capability probe learned.
 #[derive(Debug, Default)]

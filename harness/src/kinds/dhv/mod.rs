@@ -1,5 +1,6 @@
-//! The dynamic host volume suite: validate the user's options, probe the plugin's version, run.
-//! [`plugin_dir`] runs it for every plugin of a directory.
+//! The dynamic host volume suite: validate the user's options, probe the plugin's version; the
+//! run itself is [`crate::run::run_suite`]'s. [`plugin_dir`] runs it for every plugin of a
+//! directory.
 
 pub mod plugin_dir;
 
@@ -7,46 +8,18 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use chrono::Utc;
-use nomad_conform_reports::model::{RunRecord, Subject};
+use nomad_conform_reports::model::Subject;
 
+use crate::clauses::ClauseSet;
+use crate::cli::DhvArgs;
 use crate::error::HarnessError;
 use crate::plugins::dhv::response::{VersionField, version_field};
 use crate::plugins::dhv::{EnvPolicy, Parameters, Plugin, fingerprint_env, quote};
 use crate::profile::Profile;
-use crate::recorder::RunStore;
-use crate::run::{RunMeta, SuiteOptions, execute, finish_record, load_suite};
-use crate::steps::dhv::DhvWorld;
-use crate::world::RunCtx;
+use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
+use crate::steps::dhv::{DhvConfig, DhvWorld};
 
 pub const KIND: &str = "dhv";
-
-/// What the user asked for, as given on the command line.
-#[derive(Clone, Debug, Default)]
-pub struct DhvOptions {
-    pub plugin: PathBuf,
-    pub volumes_dir: Option<PathBuf>,
-    pub parameters: Option<String>,
-    pub failing_parameters: Option<String>,
-    pub capacity_min: Option<String>,
-    pub capacity_max: Option<String>,
-    pub inherit_env: bool,
-    pub capture_limit: usize,
-    pub property_cases: u32,
-}
-
-/// What the steps of a DHV run read.
-#[derive(Debug)]
-pub struct DhvConfig {
-    pub plugin: Arc<Plugin>,
-    /// DHV_PARAMETERS of every volume the suite creates (unless a clause varies it).
-    pub parameters: Parameters,
-    /// Parameters the plugin is known to refuse, to provoke a failed create.
-    pub failing_parameters: Option<Parameters>,
-    /// DHV_CAPACITY_MIN_BYTES / DHV_CAPACITY_MAX_BYTES; `None` sends 0 and 0 as Nomad does.
-    pub capacity: Option<(i64, i64)>,
-    pub property_cases: u32,
-}
 
 /// Check that `path` names an executable file; return its absolute path.
 pub fn check_plugin(path: &Path) -> Result<PathBuf, HarnessError> {
@@ -95,29 +68,38 @@ fn parameters(flag: &str, json: &str) -> Result<Parameters, HarnessError> {
     Parameters::parse(json).map_err(|e| HarnessError::Usage(format!("{flag}: {e}")))
 }
 
-impl DhvOptions {
+/// The DHV suite run against `plugin` with these command-line arguments.
+pub struct DhvSuite<'a> {
+    pub args: &'a DhvArgs,
+    /// The plugin: the one argument, or one plugin of `--plugin-dir`.
+    pub plugin: &'a Path,
+    pub common: &'a SuiteOptions,
+}
+
+impl DhvSuite<'_> {
     /// Validate everything the user gave, before anything runs.
     pub fn config(&self, profile: &Profile) -> Result<DhvConfig, HarnessError> {
-        let path = check_plugin(&self.plugin)?;
+        let args = self.args;
+        let path = check_plugin(self.plugin)?;
         let dir = path
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"));
-        let params = match &self.parameters {
+        let params = match &args.parameters {
             Some(j) => parameters("--parameters", j)?,
             None => Parameters::Null,
         };
-        let failing = self
+        let failing = args
             .failing_parameters
             .as_deref()
             .map(|j| parameters("--failing-parameters", j))
             .transpose()?;
-        let min = self
+        let min = args
             .capacity_min
             .as_deref()
             .map(|s| parse_bytes("--capacity-min", s))
             .transpose()?;
-        let max = self
+        let max = args
             .capacity_max
             .as_deref()
             .map(|s| parse_bytes("--capacity-max", s))
@@ -134,29 +116,32 @@ impl DhvOptions {
                 Some((min, max))
             }
         };
-        if self.capture_limit < 1024 {
+        let capture_limit = parse_bytes("--capture-limit", &args.capture_limit)?;
+        if capture_limit < 1024 {
             return Err(HarnessError::Usage(
                 "--capture-limit must be at least 1024 bytes".into(),
             ));
         }
+        let capture_limit = usize::try_from(capture_limit).unwrap_or(usize::MAX);
         Ok(DhvConfig {
             plugin: Arc::new(Plugin {
                 path,
                 dir,
-                inherit_env: self.inherit_env,
-                capture_limit: self.capture_limit,
+                inherit_env: args.inherit_env,
+                capture_limit,
                 output_close_grace: profile.harness.output_close_grace,
                 stray_settle: profile.harness.stray_settle,
             }),
             parameters: params,
             failing_parameters: failing,
             capacity,
-            property_cases: self.property_cases,
+            property_cases: args.property_cases,
         })
     }
 
     /// The command that reruns the suite against the same plugin with the same inputs.
-    fn rerun_prefix(&self, plugin: &Path, common: &SuiteOptions) -> String {
+    fn rerun_prefix(&self, plugin: &Path) -> String {
+        let (args, common) = (self.args, self.common);
         let mut parts = vec![
             "nomad-conform".to_string(),
             KIND.into(),
@@ -168,106 +153,73 @@ impl DhvOptions {
                 parts.push(quote(&v));
             }
         };
-        flag("--parameters", self.parameters.clone());
-        flag("--failing-parameters", self.failing_parameters.clone());
-        flag("--capacity-min", self.capacity_min.clone());
-        flag("--capacity-max", self.capacity_max.clone());
+        flag("--parameters", args.parameters.clone());
+        flag("--failing-parameters", args.failing_parameters.clone());
+        flag("--capacity-min", args.capacity_min.clone());
+        flag("--capacity-max", args.capacity_max.clone());
         flag(
             "--volumes-dir",
-            self.volumes_dir.as_ref().map(|p| p.display().to_string()),
+            args.volumes_dir.as_ref().map(|p| p.display().to_string()),
         );
         flag("--profile", common.profile.clone());
         flag(
             "--specs",
             common.specs.as_ref().map(|p| p.display().to_string()),
         );
-        if self.inherit_env {
+        if args.inherit_env {
             parts.push("--inherit-env".into());
         }
         parts.join(" ")
     }
 }
 
-/// Run the DHV suite. Returns the record; writing reports is the caller's business.
-pub async fn run(common: &SuiteOptions, opts: &DhvOptions) -> Result<RunRecord, HarnessError> {
-    let started_at = Utc::now();
-    let profile = Profile::load(common.profile.as_deref())?;
-    let config = opts.config(&profile)?;
-    let (features, clauses, selection) = load_suite(KIND, common)?;
+impl Suite for DhvSuite<'_> {
+    const KIND: &'static str = KIND;
+    type World = DhvWorld;
 
-    let base = match &opts.volumes_dir {
-        Some(d) if d.is_dir() => d.clone(),
-        Some(d) => {
-            return Err(HarnessError::Usage(format!(
+    fn scratch_parent(&self) -> Result<PathBuf, HarnessError> {
+        match &self.args.volumes_dir {
+            Some(d) if d.is_dir() => Ok(d.clone()),
+            Some(d) => Err(HarnessError::Usage(format!(
                 "--volumes-dir {} is not a directory",
                 d.display()
-            )));
+            ))),
+            None => Ok(std::env::temp_dir()),
         }
-        None => std::env::temp_dir(),
-    };
-    let run_id = crate::run::new_run_id();
-    let seed = crate::run::seed_or_random(common.seed);
-    let scratch_base = crate::run::make_scratch_base(&base, &run_id)?;
+    }
 
-    let version = probe_version(&config.plugin, &profile, &scratch_base).await;
-    let store = RunStore::new(
-        clauses,
-        opts.rerun_prefix(&config.plugin.path, common),
-        seed,
-    );
-    for params in std::iter::once(&config.parameters).chain(config.failing_parameters.as_ref()) {
-        for value in params.secret_values() {
-            store.add_secret(value);
-        }
+    async fn prepare(
+        &self,
+        start: &RunStart,
+        _clauses: &ClauseSet,
+        _selection: &mut Selection,
+    ) -> Result<Prepared<DhvConfig>, HarnessError> {
+        let config = self.config(&start.profile)?;
+        let version = probe_version(&config.plugin, &start.profile, &start.scratch).await;
+        let secrets = std::iter::once(&config.parameters)
+            .chain(config.failing_parameters.as_ref())
+            .flat_map(|p| p.secret_values())
+            .map(str::to_string)
+            .collect();
+        let plugin_path = config.plugin.path.display().to_string();
+        Ok(Prepared {
+            about: format!(
+                "{plugin_path} (version {})",
+                version.as_deref().unwrap_or("unknown")
+            ),
+            subject: Subject {
+                plugin: plugin_path,
+                version,
+                details: Default::default(),
+            },
+            rerun_prefix: self.rerun_prefix(&config.plugin.path),
+            config,
+            jobs: None,
+            secrets,
+        })
     }
-    let plugin_path = config.plugin.path.display().to_string();
-    let header = format!(
-        "nomad-conform {KIND}: {plugin_path} (version {}), profile {}, seed {seed}, run {run_id}{}",
-        version.as_deref().unwrap_or("unknown"),
-        profile.name,
-        common
-            .shard
-            .map(|s| format!(", shard {s}"))
-            .unwrap_or_default()
-    );
-    let progress = crate::console::Progress::start(
-        &store,
-        &header,
-        selection.run.len() + selection.skip.len(),
-        common.output,
-        common.strict,
-    );
-    let ctx = Arc::new(RunCtx {
-        run_id,
-        seed,
-        profile,
-        config,
-        scratch_base: scratch_base.clone(),
-        store,
-    });
-    let interrupted =
-        execute::<DhvWorld>(ctx.clone(), features, &selection, common.jobs.max(1)).await;
-    progress.finish();
-    let cleanup = crate::ledger::remove_scratch(&scratch_base);
-    for leak in &cleanup.leaked {
-        eprintln!("warning: {leak}");
-    }
-    let meta = RunMeta {
-        kind: KIND.into(),
-        subject: Subject {
-            plugin: plugin_path,
-            version,
-            details: Default::default(),
-        },
-        command_line: common.command_line.clone(),
-        started_at,
-        strict: common.strict,
-        shard: common.shard,
-    };
-    Ok(finish_record(&ctx, meta, interrupted))
 }
 
-/// Fingerprint once, before the suite, to name the plugin's version in the report.
 async fn probe_version(plugin: &Plugin, profile: &Profile, scratch: &Path) -> Option<String> {
     let cwd = scratch.join("probe");
     std::fs::create_dir_all(&cwd).ok()?;
@@ -335,45 +287,49 @@ mod tests {
 
     #[test]
     fn options_are_validated() {
+        use clap::Parser as _;
         let profile = Profile::load(None).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("p");
         std::fs::write(&f, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let base = DhvOptions {
-            plugin: f,
-            capture_limit: 1 << 20,
-            ..Default::default()
+        let common = SuiteOptions::default();
+        let config = |extra: &[&str]| {
+            let mut argv = vec!["nomad-conform", "dhv", f.to_str().unwrap()];
+            argv.extend_from_slice(extra);
+            let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+            let crate::cli::Command::Dhv(args) = cli.command else {
+                unreachable!()
+            };
+            DhvSuite {
+                args: &args,
+                plugin: &f,
+                common: &common,
+            }
+            .config(&profile)
         };
-        assert!(base.config(&profile).is_ok());
-        let bad = DhvOptions {
-            parameters: Some("{".into()),
-            ..base.clone()
-        };
+        assert!(config(&[]).is_ok());
         assert!(
-            bad.config(&profile)
+            config(&["--parameters", "{"])
                 .unwrap_err()
                 .to_string()
                 .contains("--parameters")
         );
-        let bad = DhvOptions {
-            capacity_min: Some("2MB".into()),
-            capacity_max: Some("1MB".into()),
-            ..base.clone()
-        };
         assert!(
-            bad.config(&profile)
+            config(&["--capacity-min", "2MB", "--capacity-max", "1MB"])
                 .unwrap_err()
                 .to_string()
                 .contains("at least")
         );
-        let only_max = DhvOptions {
-            capacity_max: Some("1MB".into()),
-            ..base.clone()
-        };
         assert_eq!(
-            only_max.config(&profile).unwrap().capacity,
+            config(&["--capacity-max", "1MB"]).unwrap().capacity,
             Some((0, 1_000_000))
+        );
+        assert!(
+            config(&["--capture-limit", "100"])
+                .unwrap_err()
+                .to_string()
+                .contains("at least 1024")
         );
     }
 }

@@ -22,7 +22,8 @@ use std::path::{Component, Path, PathBuf};
 
 use nomad_conform_reports::model::RunRecord;
 
-use super::{DhvOptions, check_plugin, io_reason};
+use super::{DhvSuite, check_plugin, io_reason};
+use crate::cli::DhvArgs;
 use crate::console::Output;
 use crate::error::{HarnessError, exit, exit_code_for};
 use crate::run::SuiteOptions;
@@ -175,7 +176,7 @@ struct Outcome {
 /// (130 interrupted, then 3, then 1, then 0).
 pub async fn run(
     common: &SuiteOptions,
-    opts: &DhvOptions,
+    args: &DhvArgs,
     dir: &Path,
     out_dir: Option<&Path>,
     output: Output,
@@ -246,11 +247,12 @@ pub async fn run(
             });
             continue;
         }
-        let one = DhvOptions {
-            plugin: path.clone(),
-            ..opts.clone()
+        let one = DhvSuite {
+            args,
+            plugin: path,
+            common,
         };
-        let mut record = match super::run(common, &one).await {
+        let mut record = match crate::run::run_suite(common, &one).await {
             Ok(r) => r,
             // Flags, tags, profile: wrong for every plugin alike, so stop at the first.
             Err(e @ HarnessError::Usage(_)) => return Err(e),

@@ -13,151 +13,16 @@ use std::time::Duration;
 
 use nomad_conform_hclspec::SpecTree;
 
-use super::PluginConfigSource;
-use super::tasks::Placeholders;
-use super::tasks::{SHAPES, Shapes};
 use crate::clauses::{CaseKey, ClauseSet};
 use crate::plugins::driver::taskconfig::{self, Placement};
 use crate::plugins::driver::taskhost::{self, Isolation, TaskHost};
 use crate::plugins::driver::{
-    Client, DRIVER_API_VERSION, HostTimings, LaunchSpec, base, drivers, fingerprint_launch,
+    Client, DRIVER_API_VERSION, HostTimings, LaunchSpec, drivers, fingerprint_launch,
     instance_launch, negotiate_api_version, nomad_config, shutdown_like_nomad,
 };
 use crate::run::Selection;
-
-/// What the probe learned.
-#[derive(Debug)]
-pub struct DriverProbe {
-    pub info: Option<base::PluginInfoResponse>,
-    /// The API version Nomad would negotiate (v0.1.0 when it could not be learned).
-    pub api_version: String,
-    /// The plugin's ConfigSchema, converted as Nomad converts it.
-    pub config_schema: Result<SpecTree, String>,
-    /// The plugin's TaskConfigSchema, converted as Nomad converts it.
-    pub task_schema: Result<SpecTree, String>,
-    pub caps: Option<drivers::DriverCapabilities>,
-    /// The first message of the instance's Fingerprint stream (None: none came in time).
-    pub fingerprint: Option<drivers::FingerprintResponse>,
-    /// The probe task: None when the run has no `long` shape or no instance came up.
-    pub task: Option<ProbeTask>,
-    /// The first launch got no handshake line within the start timeout (the error): every
-    /// other launch would wait as long for nothing, so the clauses are judged on this one.
-    pub launch_timed_out: Option<String>,
-    /// ConfigSchema answered without a spec: Nomad skips the validation launch and sends the
-    /// long-lived instance empty msgpack_config bytes (helper/pluginutils/loader/init.go).
-    pub config_schema_nil: bool,
-    /// How the client builds this driver's tasks on this node (its isolation and users from
-    /// Capabilities, once they are known).
-    pub host: TaskHost,
-    /// What failed, for skip reasons and the report.
-    pub failures: Vec<String>,
-}
-
-/// What the probe's `long` task showed.
-#[derive(Clone, Debug)]
-pub struct ProbeTask {
-    /// StartTask's outcome (`OK`, or the error).
-    pub outcome: String,
-    pub started: bool,
-    /// Whether a process carrying the task's marker showed up in /proc within 2 s.
-    pub visible: bool,
-}
-
-/// The health of a fingerprint as Nomad's scheduler reads it (`UNDETECTED`, `UNHEALTHY`,
-/// `HEALTHY`, or the number).
-pub fn health_name(health: i32) -> String {
-    drivers::fingerprint_response::HealthState::try_from(health)
-        .map(|h| h.as_str_name().to_string())
-        .unwrap_or_else(|_| health.to_string())
-}
-
-impl DriverProbe {
-    pub fn name(&self) -> Option<&str> {
-        self.info
-            .as_ref()
-            .map(|i| i.name.as_str())
-            .filter(|n| !n.is_empty())
-    }
-
-    pub fn version(&self) -> Option<&str> {
-        self.info
-            .as_ref()
-            .map(|i| i.plugin_version.as_str())
-            .filter(|v| !v.is_empty())
-    }
-
-    pub fn details(&self, shapes: &Shapes, available: &[String]) -> BTreeMap<String, String> {
-        let mut d = BTreeMap::new();
-        if let Some(n) = self.name() {
-            d.insert("name".into(), n.to_string());
-        }
-        d.insert("api_version".into(), self.api_version.clone());
-        if let Some(c) = &self.caps {
-            d.insert(
-                "capabilities".into(),
-                format!(
-                    "send_signals={} exec={} fs_isolation={} must_create_network={}",
-                    c.send_signals,
-                    c.exec,
-                    drivers::driver_capabilities::FsIsolation::try_from(c.fs_isolation)
-                        .map(|f| f.as_str_name().to_string())
-                        .unwrap_or_else(|_| c.fs_isolation.to_string()),
-                    c.must_create_network
-                ),
-            );
-        }
-        let source = match shapes {
-            Shapes::Hcl(_) | Shapes::Toml(_) => "--tasks",
-            Shapes::Command(_) => "--task-command",
-            Shapes::None => "none",
-        };
-        d.insert(
-            "task_shapes".into(),
-            format!("{} (from {source})", available.join(", ")),
-        );
-        if let Some(f) = &self.fingerprint {
-            d.insert(
-                "health".into(),
-                format!("{} ({:?})", health_name(f.health), f.health_description),
-            );
-        }
-        if let Some(t) = &self.task {
-            d.insert(
-                "task_processes".into(),
-                if t.visible {
-                    "seen in /proc (carrying the task's environment)".into()
-                } else if t.started {
-                    "not seen in /proc: judged through the driver's answers".into()
-                } else {
-                    format!("the probe task did not start: {}", t.outcome)
-                },
-            );
-        }
-        if !self.failures.is_empty() {
-            d.insert("probe_failures".into(), self.failures.join("; "));
-        }
-        d
-    }
-
-    /// Whether the driver's task processes can be found in /proc by the environment the
-    /// harness gave them (true when the probe could not tell).
-    pub fn tasks_visible(&self) -> bool {
-        self.task.as_ref().is_none_or(|t| t.visible || !t.started)
-    }
-
-    /// Why Nomad would place no task on this driver here: its first fingerprint is not HEALTHY.
-    pub fn unhealthy(&self) -> Option<String> {
-        let f = self.fingerprint.as_ref()?;
-        if f.health == drivers::fingerprint_response::HealthState::Healthy as i32 {
-            return None;
-        }
-        Some(format!(
-            "the driver fingerprints {} on this node ({:?}): Nomad places no task on a driver that is not detected and healthy (scheduler DriverChecker), so no task can be judged here",
-            health_name(f.health),
-            f.health_description
-        ))
-    }
-}
+use crate::steps::driver::tasks::{Placeholders, SHAPES, Shapes};
+use crate::steps::driver::{DriverProbe, PluginConfigSource, ProbeTask};
 
 fn schema(spec: Option<&nomad_conform_proto::nomad::hclspec::Spec>) -> Result<SpecTree, String> {
     match spec {

@@ -8,121 +8,117 @@
 //! With `--nomad-addr` the scenarios run against that agent: ACL clauses need ACLs on and a
 //! management token (`--token`), and clauses that need to control the server are skipped.
 
-pub mod api;
-pub mod setup;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use nomad_conform_reports::model::{RunRecord, Subject};
-use nomad_conform_variables::{
-    AclConfig, Listen, ServerConfig, ServerHandle, Token, VariablesServer,
-};
+use nomad_conform_variables::{AclConfig, Listen, ServerConfig, Token, VariablesServer};
 
 use crate::clauses::{CaseKey, ClauseSet};
+use crate::cli::VariablesArgs;
 use crate::error::HarnessError;
 use crate::plugins::dhv::quote;
+use crate::plugins::variables::{Call, Credential, Endpoint, send};
 use crate::profile::Profile;
-use crate::recorder::RunStore;
-use crate::run::{RunMeta, Selection, SuiteOptions, execute, finish_record, load_suite};
-use crate::steps::variables::VariablesWorld;
+use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
+use crate::steps::variables::{Acl, Target, Timing, VariablesConfig, VariablesWorld, go_duration};
 use crate::world::RunCtx;
-use api::{Call, Credential, Endpoint, send};
 
 pub const KIND: &str = "variables";
 
 /// The management token of the reference server the run starts (never a real secret).
 pub const ADMIN_TOKEN: &str = "nomad-conform-management";
 
-/// What the user asked for, as given on the command line.
-#[derive(Clone, Debug, Default)]
-pub struct VariablesOptions {
-    pub nomad_addr: Option<String>,
-    pub token: Option<String>,
-}
-
-/// Which server the run checks.
-#[derive(Debug)]
-pub enum Target {
-    /// The reference server the run started; `template` starts more like it.
+/// The Variables suite: against the reference server, or the Nomad agent at `--nomad-addr`.
+pub enum VariablesSuite<'a> {
+    /// A reference server started from this configuration (ACLs on with the harness's own
+    /// management token, on `127.0.0.1`, whatever it says; its numbers and faults are kept),
+    /// shared by every scenario, and copied for a scenario that restarts its server. Without
+    /// `--nomad-addr` the configuration is the default one with the profile's numbers; the
+    /// project's tests give faulty servers.
     Reference {
-        server: Arc<ServerHandle>,
-        template: Box<ServerConfig>,
+        server: Option<Box<ServerConfig>>,
+        common: &'a SuiteOptions,
     },
-    /// A Nomad agent at `addr`.
-    Nomad { addr: String },
+    /// A Nomad agent.
+    Nomad {
+        addr: &'a str,
+        token: Option<&'a str>,
+        common: &'a SuiteOptions,
+    },
 }
 
-impl Target {
-    pub fn is_reference(&self) -> bool {
-        matches!(self, Target::Reference { .. })
-    }
-}
-
-/// Whether the ACL clauses can run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Acl {
-    /// ACLs are on and the run has a management token.
-    On,
-    /// Why the ACL clauses are skipped.
-    Off(String),
-}
-
-/// How the harness times what it observes (not numbers of the contract: those are in
-/// [`VariablesConfig::numbers`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Timing {
-    /// Between two attempts of a client that keeps trying to acquire.
-    pub poll: Duration,
-    /// How late past the point Nomad's numbers give a lock may be cleared.
-    pub tolerance: Duration,
-    /// Longest wait for one answer.
-    pub request_timeout: Duration,
-}
-
-impl Timing {
-    /// A tenth of the shortest TTL between attempts, half of it as tolerance.
-    pub fn for_numbers(numbers: &nomad_conform_variables::Profile) -> Timing {
-        Timing {
-            poll: (numbers.lock_ttl_min / 10).max(Duration::from_millis(20)),
-            tolerance: numbers.lock_ttl_min / 2,
-            request_timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-/// What the steps of a variables run read.
-#[derive(Debug)]
-pub struct VariablesConfig {
-    pub target: Target,
-    pub endpoint: Endpoint,
-    /// The lock numbers the server enforces (TTL bounds and defaults, the leader's timer).
-    pub numbers: nomad_conform_variables::Profile,
-    /// The management token "the harness" uses (none without ACLs).
-    pub admin: Credential,
-    pub acl: Acl,
-    pub timing: Timing,
-    /// The rerun line's prefix, for reproduce text.
-    pub command_line: String,
-}
-
-/// Run the suite: against the reference server, or the Nomad agent at `--nomad-addr`.
-pub async fn run(
-    common: &SuiteOptions,
-    opts: &VariablesOptions,
-) -> Result<RunRecord, HarnessError> {
-    let profile = Profile::load(common.profile.as_deref())?;
-    let numbers = profile.lock.server_profile().map_err(HarnessError::Usage)?;
-    let Some(addr) = &opts.nomad_addr else {
-        if opts.token.is_some() {
-            return Err(HarnessError::Usage(
+impl<'a> VariablesSuite<'a> {
+    /// The suite the command line asks for.
+    pub fn from_args(
+        args: &'a VariablesArgs,
+        common: &'a SuiteOptions,
+    ) -> Result<Self, HarnessError> {
+        match &args.nomad_addr {
+            None if args.token.is_some() => Err(HarnessError::Usage(
                 "--token goes with --nomad-addr: the reference server is started with a management token of its own"
                     .into(),
-            ));
+            )),
+            None => Ok(VariablesSuite::Reference {
+                server: None,
+                common,
+            }),
+            Some(_) if args.token.as_ref().is_some_and(|t| t.trim().is_empty()) => {
+                Err(HarnessError::Usage("--token is empty".into()))
+            }
+            Some(addr) => Ok(VariablesSuite::Nomad {
+                addr,
+                token: args.token.as_deref(),
+                common,
+            }),
         }
-        return run_reference(common, ServerConfig::localhost().with_profile(numbers)).await;
-    };
+    }
+
+    fn common(&self) -> &SuiteOptions {
+        match self {
+            VariablesSuite::Reference { common, .. } | VariablesSuite::Nomad { common, .. } => {
+                common
+            }
+        }
+    }
+
+    /// Start the reference server, or reach and probe the agent.
+    async fn setup(&self, profile: &Profile) -> Result<Setup, HarnessError> {
+        let numbers = profile.lock.server_profile().map_err(HarnessError::Usage)?;
+        match self {
+            VariablesSuite::Reference { server, common } => {
+                let server = server
+                    .as_deref()
+                    .cloned()
+                    .unwrap_or_else(|| ServerConfig::localhost().with_profile(numbers));
+                reference_setup(common, server).await
+            }
+            VariablesSuite::Nomad { addr, token, .. } => nomad_setup(addr, *token, numbers).await,
+        }
+    }
+}
+
+/// Run the suite against a reference server started from `server` (see
+/// [`VariablesSuite::Reference`]); the project's tests call this with faulty servers.
+pub async fn run_reference(
+    common: &SuiteOptions,
+    server: ServerConfig,
+) -> Result<RunRecord, HarnessError> {
+    crate::run::run_suite(
+        common,
+        &VariablesSuite::Reference {
+            server: Some(Box::new(server)),
+            common,
+        },
+    )
+    .await
+}
+
+async fn nomad_setup(
+    addr: &str,
+    token: Option<&str>,
+    numbers: nomad_conform_variables::Profile,
+) -> Result<Setup, HarnessError> {
     let endpoint =
         Endpoint::parse(addr).map_err(|e| HarnessError::Usage(format!("--nomad-addr {e}")))?;
     if numbers.scale_divisor != 1 {
@@ -133,56 +129,42 @@ pub async fn run(
             crate::fmt_duration(numbers.lock_ttl_min)
         );
     }
-    if opts.token.as_ref().is_some_and(|t| t.trim().is_empty()) {
-        return Err(HarnessError::Usage("--token is empty".into()));
-    }
-    let admin = Credential::management(opts.token.as_deref());
+    let admin = Credential::management(token);
     let timing = Timing::for_numbers(&numbers);
-    let probe = probe(
-        &endpoint,
-        &admin,
-        opts.token.is_some(),
-        timing.request_timeout,
-    )
-    .await?;
+    let probe = probe(&endpoint, &admin, token.is_some(), timing.request_timeout).await?;
     let mut rerun = vec![
         "nomad-conform".to_string(),
         KIND.into(),
         "--nomad-addr".into(),
         quote(addr),
     ];
-    if opts.token.is_some() {
+    if token.is_some() {
         rerun.push("--token \"$NOMAD_TOKEN\"".into());
     }
-    let setup = Setup {
-        target: Target::Nomad { addr: addr.clone() },
+    Ok(Setup {
+        target: Target::Nomad {
+            addr: addr.to_string(),
+        },
         endpoint,
         numbers,
         admin,
         acl: probe.acl,
         anonymous_policy: probe.anonymous_policy,
         subject: Subject {
-            plugin: addr.clone(),
+            plugin: addr.to_string(),
             version: probe.version,
             details: Default::default(),
         },
         server_text: format!("Nomad at {addr}"),
         rerun,
-        secret: opts.token.clone(),
-    };
-    run_setup(common, profile, setup).await
+        secret: token.map(str::to_string),
+    })
 }
 
-/// Run the suite against a reference server started from `server`, shared by every scenario
-/// (and a copy of it for a scenario that restarts its server). The run listens on
-/// `127.0.0.1` and turns ACLs on with a management token of its own, whatever `server`
-/// says; its profile (the lock numbers) and faults are kept. `run` calls this without
-/// `--nomad-addr`; the project's tests call it with faulty servers.
-pub async fn run_reference(
+async fn reference_setup(
     common: &SuiteOptions,
     server: ServerConfig,
-) -> Result<RunRecord, HarnessError> {
-    let profile = Profile::load(common.profile.as_deref())?;
+) -> Result<Setup, HarnessError> {
     let template = ServerConfig {
         listen: Listen::localhost(),
         acl: AclConfig::enabled().with_token(Token::management(ADMIN_TOKEN)),
@@ -209,13 +191,13 @@ pub async fn run_reference(
         rerun.push("--profile".into());
         rerun.push(quote(p));
     }
-    let setup = Setup {
+    Ok(Setup {
         target: Target::Reference {
             server: Arc::new(handle),
             template: Box::new(template),
         },
         endpoint,
-        numbers: numbers.clone(),
+        numbers,
         admin: Credential::management(Some(ADMIN_TOKEN)),
         acl: Acl::On,
         anonymous_policy: false,
@@ -234,8 +216,7 @@ pub async fn run_reference(
         },
         rerun,
         secret: None,
-    };
-    run_setup(common, profile, setup).await
+    })
 }
 
 /// Everything a run needs beside the common options.
@@ -253,103 +234,74 @@ struct Setup {
     secret: Option<String>,
 }
 
-async fn run_setup(
-    common: &SuiteOptions,
-    profile: Profile,
-    setup: Setup,
-) -> Result<RunRecord, HarnessError> {
-    let started_at = Utc::now();
-    let (features, clauses, mut selection) = load_suite(KIND, common)?;
-    let mut rerun = setup.rerun;
-    if let Some(d) = &common.specs {
-        rerun.push("--specs".into());
-        rerun.push(quote(&d.display().to_string()));
+impl Suite for VariablesSuite<'_> {
+    const KIND: &'static str = KIND;
+    type World = VariablesWorld;
+
+    async fn prepare(
+        &self,
+        start: &RunStart,
+        clauses: &ClauseSet,
+        selection: &mut Selection,
+    ) -> Result<Prepared<VariablesConfig>, HarnessError> {
+        let setup = self.setup(&start.profile).await?;
+        let mut rerun = setup.rerun;
+        if let Some(d) = &self.common().specs {
+            rerun.push("--specs".into());
+            rerun.push(quote(&d.display().to_string()));
+        }
+        let config = VariablesConfig {
+            endpoint: setup.endpoint,
+            timing: Timing::for_numbers(&setup.numbers),
+            numbers: setup.numbers,
+            admin: setup.admin,
+            acl: setup.acl,
+            command_line: rerun.join(" "),
+            target: setup.target,
+        };
+        for (key, reason) in skips(clauses, selection, &config, setup.anonymous_policy) {
+            selection.skip(&key, reason);
+        }
+        let n = &config.numbers;
+        let numbers_text = format!(
+            "{} lock numbers: TTL {}..{}, default TTL {}, lock delay {}",
+            n.name,
+            go_duration(n.lock_ttl_min),
+            go_duration(n.lock_ttl_max),
+            go_duration(n.lock_ttl_default),
+            go_duration(n.lock_delay_default)
+        );
+        let mut subject = setup.subject;
+        subject
+            .details
+            .insert("server".into(), setup.server_text.clone());
+        subject
+            .details
+            .insert("numbers".into(), numbers_text.clone());
+        subject.details.insert(
+            "ACLs".into(),
+            match &config.acl {
+                Acl::On => "on, with a management token".into(),
+                Acl::Off(why) => format!("clauses skipped: {why}"),
+            },
+        );
+        Ok(Prepared {
+            rerun_prefix: config.command_line.clone(),
+            config,
+            subject,
+            about: format!("{} ({numbers_text})", setup.server_text),
+            jobs: None,
+            secrets: setup.secret.into_iter().collect(),
+        })
     }
-    let config = VariablesConfig {
-        endpoint: setup.endpoint,
-        timing: Timing::for_numbers(&setup.numbers),
-        numbers: setup.numbers,
-        admin: setup.admin,
-        acl: setup.acl,
-        command_line: rerun.join(" "),
-        target: setup.target,
-    };
-    for (key, reason) in skips(&clauses, &selection, &config, setup.anonymous_policy) {
-        selection.skip(&key, reason);
+
+    async fn finish(&self, run: &RunCtx<VariablesConfig>) {
+        if let Target::Reference { server, .. } = &run.config.target
+            && let Err(e) = server.shutdown().await
+        {
+            eprintln!("warning: the reference Variables server did not stop cleanly: {e}");
+        }
     }
-    let run_id = crate::run::new_run_id();
-    let seed = crate::run::seed_or_random(common.seed);
-    let scratch_base = crate::run::make_scratch_base(&std::env::temp_dir(), &run_id)?;
-    let store = RunStore::new(clauses, config.command_line.clone(), seed);
-    if let Some(s) = &setup.secret {
-        store.add_secret(s);
-    }
-    let n = &config.numbers;
-    let numbers_text = format!(
-        "{} lock numbers: TTL {}..{}, default TTL {}, lock delay {}",
-        n.name,
-        crate::steps::variables::go_duration(n.lock_ttl_min),
-        crate::steps::variables::go_duration(n.lock_ttl_max),
-        crate::steps::variables::go_duration(n.lock_ttl_default),
-        crate::steps::variables::go_duration(n.lock_delay_default)
-    );
-    let header = format!(
-        "nomad-conform {KIND}: {} ({numbers_text}), profile {}, seed {seed}, run {run_id}{}",
-        setup.server_text,
-        profile.name,
-        common
-            .shard
-            .map(|s| format!(", shard {s}"))
-            .unwrap_or_default()
-    );
-    let mut subject = setup.subject;
-    subject
-        .details
-        .insert("server".into(), setup.server_text.clone());
-    subject.details.insert("numbers".into(), numbers_text);
-    subject.details.insert(
-        "ACLs".into(),
-        match &config.acl {
-            Acl::On => "on, with a management token".into(),
-            Acl::Off(why) => format!("clauses skipped: {why}"),
-        },
-    );
-    let progress = crate::console::Progress::start(
-        &store,
-        &header,
-        selection.run.len() + selection.skip.len(),
-        common.output,
-        common.strict,
-    );
-    let ctx = Arc::new(RunCtx {
-        run_id,
-        seed,
-        profile,
-        config,
-        scratch_base: scratch_base.clone(),
-        store,
-    });
-    let interrupted =
-        execute::<VariablesWorld>(ctx.clone(), features, &selection, common.jobs.max(1)).await;
-    progress.finish();
-    if let Target::Reference { server, .. } = &ctx.config.target
-        && let Err(e) = server.shutdown().await
-    {
-        eprintln!("warning: the reference Variables server did not stop cleanly: {e}");
-    }
-    let cleanup = crate::ledger::remove_scratch(&scratch_base);
-    for leak in &cleanup.leaked {
-        eprintln!("warning: {leak}");
-    }
-    let meta = RunMeta {
-        kind: KIND.into(),
-        subject,
-        command_line: common.command_line.clone(),
-        started_at,
-        strict: common.strict,
-        shard: common.shard,
-    };
-    Ok(finish_record(&ctx, meta, interrupted))
 }
 
 /// Clauses the run cannot check, with the reason.

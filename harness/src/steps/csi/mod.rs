@@ -5,7 +5,9 @@
 //! they succeed, whether or not the scenario expected them to.
 
 mod block;
+pub mod budget;
 mod common;
+mod config;
 mod controller;
 mod expansion;
 mod groups;
@@ -15,18 +17,19 @@ mod node;
 mod nomad;
 mod requests;
 mod snapshots;
+pub mod volumes;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::kinds::csi::CsiConfig;
 use crate::plugins::csi::cleanup::{Pending, Undo, UndoContext};
 use crate::plugins::csi::{Connection, Rpc, call, pb};
 use crate::recorder::Hint;
 use crate::world::{ScenarioCtx, SuiteWorld};
 
+pub use config::{Capabilities, CsiConfig};
 pub use requests::Mode;
 
 /// The outcome of a step: `Err` carries the whole failure message.
@@ -154,7 +157,7 @@ impl SuiteWorld for CsiWorld {
 
     fn prepare(&mut self) -> futures::future::LocalBoxFuture<'_, ()> {
         Box::pin(async move {
-            use crate::kinds::csi::budget::Declared;
+            use budget::Declared;
             let declared = Declared::from_tags(&self.ctx().clause.tags);
             let n = match (declared, &self.config().attachments) {
                 (_, None) | (Declared::Lazy, _) => return,
@@ -301,6 +304,26 @@ impl CsiWorld {
         match self.undone.get(&undo) {
             Some(done) if !done.load(Ordering::SeqCst) => {}
             _ => self.track(undo),
+        }
+    }
+
+    /// Registers `undo` before the call that makes what it undoes (a publish, a stage), so that a
+    /// call cut short by an interrupt, which may have done its work without the harness seeing
+    /// the answer, is still undone, in order (unpublish and unstage before the volume is
+    /// deleted). Returns whether it was registered now: then a call that fails made nothing,
+    /// and [`Self::made_nothing`] withdraws it.
+    fn track_before(&mut self, undo: &Undo) -> bool {
+        let fresh = !matches!(self.undone.get(undo), Some(done) if !done.load(Ordering::SeqCst));
+        if fresh {
+            self.track(undo.clone());
+        }
+        fresh
+    }
+
+    /// The call registered with [`Self::track_before`] failed: nothing to undo.
+    fn made_nothing(&self, undo: &Undo, fresh: bool) {
+        if fresh {
+            self.mark_undone(undo);
         }
     }
 
@@ -574,7 +597,11 @@ impl CsiWorld {
         req: pb::ControllerPublishVolumeRequest,
     ) -> Result<(Rpc, Option<pb::ControllerPublishVolumeResponse>), String> {
         self.reserve_attachment(&req.volume_id).await?;
-        let (vol, node) = (req.volume_id.clone(), req.node_id.clone());
+        let undo = Undo::ControllerUnpublish {
+            volume_id: req.volume_id.clone(),
+            node_id: req.node_id.clone(),
+        };
+        let fresh = self.track_before(&undo);
         let (rpc, resp) = rpc!(
             self,
             controller,
@@ -584,12 +611,8 @@ impl CsiWorld {
             controller_publish_volume,
             req
         );
-        if rpc.ok() {
-            let undo = Undo::ControllerUnpublish {
-                volume_id: vol,
-                node_id: node,
-            };
-            self.track_unless_pending(undo);
+        if !rpc.ok() {
+            self.made_nothing(&undo, fresh);
         }
         Ok((rpc, resp))
     }
@@ -623,6 +646,7 @@ impl CsiWorld {
             volume_id: req.volume_id.clone(),
             staging_path: req.staging_target_path.clone(),
         };
+        let fresh = self.track_before(&undo);
         let (rpc, _) = rpc!(
             self,
             node,
@@ -632,8 +656,8 @@ impl CsiWorld {
             node_stage_volume,
             req
         );
-        if rpc.ok() {
-            self.track_unless_pending(undo);
+        if !rpc.ok() {
+            self.made_nothing(&undo, fresh);
         }
         Ok(rpc)
     }
@@ -664,6 +688,7 @@ impl CsiWorld {
             volume_id: req.volume_id.clone(),
             target_path: req.target_path.clone(),
         };
+        let fresh = self.track_before(&undo);
         let (rpc, _) = rpc!(
             self,
             node,
@@ -673,8 +698,8 @@ impl CsiWorld {
             node_publish_volume,
             req
         );
-        if rpc.ok() {
-            self.track_unless_pending(undo);
+        if !rpc.ok() {
+            self.made_nothing(&undo, fresh);
         }
         Ok(rpc)
     }

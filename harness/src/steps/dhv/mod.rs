@@ -5,6 +5,7 @@
 //! requires, what was seen, and how to reproduce it.
 
 mod common;
+mod config;
 mod create;
 mod delete;
 mod fingerprint;
@@ -19,7 +20,6 @@ use std::time::Duration;
 
 use rand::SeedableRng as _;
 
-use crate::kinds::dhv::DhvConfig;
 use crate::plugins::dhv::response::{self, Field};
 use crate::plugins::dhv::{
     Call, CreatedVolume, EnvPolicy, Expect, Parameters, Plugin, VolumeRequest,
@@ -27,6 +27,8 @@ use crate::plugins::dhv::{
 use crate::profile::DhvProfile;
 use crate::recorder::Hint;
 use crate::world::{ScenarioCtx, SuiteWorld};
+
+pub use config::DhvConfig;
 
 /// One volume the scenario asked for.
 #[derive(Debug)]

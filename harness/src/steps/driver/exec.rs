@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use cucumber::{then, when};
 
+use super::tasks::TRAP_USR1_CODE;
 use super::{DriverWorld, StepResult};
-use crate::kinds::driver::tasks::TRAP_USR1_CODE;
 use crate::plugins::driver::drivers;
 use crate::plugins::driver::drivers::exec_task_streaming_request::Setup;
 

@@ -179,7 +179,7 @@ async fn starts_on_reported(w: &mut DriverWorld) -> StepResult {
     if f.health != drivers::fingerprint_response::HealthState::Healthy as i32 {
         return Err(w.ctx().skip(format!(
             "the driver fingerprints {} ({:?}): Nomad places no task on it, so whether it starts one is not its claim to keep",
-            crate::kinds::driver::probe::health_name(f.health),
+            super::health_name(f.health),
             f.health_description
         )));
     }

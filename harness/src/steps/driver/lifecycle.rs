@@ -7,8 +7,8 @@ use cucumber::{given, then, when};
 use nomad_conform_hclspec::SpecTree;
 use tonic::Code;
 
+use super::tasks::{Placeholders, TRAP_TERM_CODE};
 use super::{DriverWorld, StepResult};
-use crate::kinds::driver::tasks::{Placeholders, TRAP_TERM_CODE};
 use crate::plugins::driver::taskconfig::marked_processes;
 use crate::plugins::driver::{DriverRpc, Service, drivers};
 

@@ -9,6 +9,7 @@
 
 mod base;
 mod cleanup;
+mod config;
 mod exec;
 mod fingerprint;
 mod launch;
@@ -16,14 +17,13 @@ mod lifecycle;
 mod observation;
 mod robustness;
 mod survival;
+pub mod tasks;
 mod waiter;
 
 use std::sync::Arc;
 
 use nomad_conform_reports::model::OpEvent;
 
-use crate::kinds::driver::DriverConfig;
-use crate::kinds::driver::tasks::Placeholders;
 use crate::plugins::driver as pd;
 use crate::plugins::driver::taskconfig::{self, AllocDir, LogFifos, Placement};
 use crate::plugins::driver::{
@@ -32,8 +32,12 @@ use crate::plugins::driver::{
 };
 use crate::recorder::Hint;
 use crate::world::{ScenarioCtx, SuiteWorld};
+use tasks::Placeholders;
 
 pub use cleanup::Instances;
+pub use config::{
+    DriverConfig, DriverProbe, EncodedConfig, PluginConfigSource, ProbeTask, health_name,
+};
 
 /// The outcome of a step: `Err` carries the whole failure message.
 pub type StepResult = Result<(), String>;
@@ -171,7 +175,7 @@ pub fn broken_connection(rpc: &DriverRpc) -> bool {
 /// otherwise. A crash, a timeout or UNIMPLEMENTED stays the plugin's failure.
 fn plain_start_failure(rpc: &DriverRpc, inst: &Instance, shape: &str) -> Option<String> {
     use tonic::Code;
-    let user_shape = crate::kinds::driver::tasks::SHAPES.contains(&shape);
+    let user_shape = tasks::SHAPES.contains(&shape);
     if rpc.ok()
         || !user_shape
         || rpc.timed_out

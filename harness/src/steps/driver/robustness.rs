@@ -10,8 +10,8 @@ use nomad_conform_hclspec::{SpecTree, Value, config_strategy, config_to_hcl, enc
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
+use super::tasks::Placeholders;
 use super::{DriverWorld, StepResult};
-use crate::kinds::driver::tasks::Placeholders;
 use crate::plugins::driver::{DriverRpc, drivers};
 
 /// Start one generated task; returns why the plugin did not survive it, if it did not.

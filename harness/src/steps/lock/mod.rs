@@ -8,6 +8,7 @@
 //! kills every client and probe, stops the proxies and the server.
 
 mod acquire;
+mod config;
 mod lapse_release;
 mod release;
 mod renew;
@@ -16,10 +17,10 @@ mod singleton;
 
 use std::time::{Duration, Instant};
 
-use crate::kinds::lock::LockConfig;
 use crate::plugins::lock::{Exchange, Operation};
 use crate::world::{ScenarioCtx, SuiteWorld};
 
+pub use config::{LockConfig, Pattern, ServerChoice};
 pub use scene::Scene;
 
 /// The outcome of a step: `Err` carries the whole failure message.

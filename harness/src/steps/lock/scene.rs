@@ -12,7 +12,7 @@ use nomad_conform_variables::{
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::kinds::lock::{LockConfig, Pattern, ServerChoice};
+use super::{LockConfig, Pattern, ServerChoice};
 use crate::plugins::lock::api::Holder;
 use crate::plugins::lock::proxy::Listen;
 use crate::plugins::lock::{

@@ -6,10 +6,10 @@ use cucumber::{given, then, when};
 use nomad_conform_variables::{Token, WorkloadClaim};
 use serde_json::{Value, json};
 
+use super::Target;
+use super::setup::{policy_call, policy_rules, token_call};
 use super::{Extras, POLICY_ROOT, ScenarioToken, StepResult, VariablesWorld, items, lock_id};
-use crate::kinds::variables::Target;
-use crate::kinds::variables::api::{Call, Credential};
-use crate::kinds::variables::setup::{policy_call, policy_rules, token_call};
+use crate::plugins::variables::{Call, Credential};
 
 impl VariablesWorld {
     /// Make a policy with `rules` (paths in the specs' names) and a client token with it,

@@ -4,9 +4,9 @@ use cucumber::gherkin::Step;
 use cucumber::{given, then, when};
 use serde_json::Value;
 
+use super::setup::namespace_call;
 use super::{Extras, StepResult, VariablesWorld, WRITE_ROOT, items, items_of, items_text, number};
-use crate::kinds::variables::api::{Call, encode_query};
-use crate::kinds::variables::setup::namespace_call;
+use crate::plugins::variables::{Call, encode_query};
 
 impl VariablesWorld {
     /// A write the scenario needs before the clause (by the harness, with the management
@@ -169,7 +169,7 @@ impl VariablesWorld {
     pub async fn list(
         &mut self,
         prefix: &str,
-        credential: crate::kinds::variables::api::Credential,
+        credential: crate::plugins::variables::Credential,
     ) -> usize {
         let i = self
             .send(Call {
@@ -539,7 +539,7 @@ async fn lists_exactly(w: &mut VariablesWorld, names: String) -> StepResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kinds::variables::api::encode_path;
+    use crate::plugins::variables::encode_path;
 
     #[test]
     fn long_paths_have_the_length_and_characters_asked_for() {

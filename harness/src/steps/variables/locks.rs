@@ -8,13 +8,13 @@ use cucumber::{given, then, when};
 use nomad_conform_variables::{ServerHandle, VariablesServer};
 use serde_json::{Value, json};
 
+use super::Target;
+use super::setup::variable_target;
 use super::{
     Extras, Hold, LOCK_ROOT, StepResult, VariablesWorld, fmt, go_duration, items, items_json,
     lock_id,
 };
-use crate::kinds::variables::Target;
-use crate::kinds::variables::api::{Call, Credential, Endpoint, Exchange, send};
-use crate::kinds::variables::setup::variable_target;
+use crate::plugins::variables::{Call, Credential, Endpoint, Exchange, send};
 
 /// What an acquire asks for.
 #[derive(Clone, Debug, Default)]

@@ -10,7 +10,9 @@
 
 mod acl;
 mod basics;
+mod config;
 mod locks;
+pub mod setup;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,10 +21,11 @@ use std::time::{Duration, Instant};
 use nomad_conform_variables::ServerHandle;
 use serde_json::Value;
 
-use crate::kinds::variables::VariablesConfig;
-use crate::kinds::variables::api::{Call, Credential, Endpoint, Exchange, send};
-use crate::kinds::variables::setup::{Cleanup, Registry, variable_target};
+use crate::plugins::variables::{Call, Credential, Endpoint, Exchange, send};
 use crate::world::{ScenarioCtx, SuiteWorld};
+use setup::{Cleanup, Registry, variable_target};
+
+pub use config::{Acl, Target, Timing, VariablesConfig};
 
 /// The outcome of a step: `Err` carries the whole failure message.
 pub type StepResult = Result<(), String>;

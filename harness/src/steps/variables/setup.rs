@@ -16,8 +16,8 @@ use futures::future::BoxFuture;
 use nomad_conform_variables::ServerHandle;
 use serde_json::json;
 
-use super::api::{Call, Credential, Endpoint, encode_path, encode_query, send};
 use crate::ledger::{Resource, TeardownOutcome};
+use crate::plugins::variables::{Call, Credential, Endpoint, encode_path, encode_query, send};
 
 #[derive(Debug)]
 struct MadeVariable {

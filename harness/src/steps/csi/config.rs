@@ -1,0 +1,50 @@
+//! What the CSI suite's steps read: the connections to the plugin, what its probe learned, the
+//! node's attachment budget and the inputs the user gave.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{budget, volumes};
+use crate::cli::PluginType;
+use crate::plugins::csi::Connection;
+use crate::plugins::csi::launch::Launcher;
+
+/// The capabilities the plugin advertised, by enum name.
+#[derive(Clone, Debug, Default)]
+pub struct Capabilities {
+    pub plugin: BTreeSet<String>,
+    pub controller: BTreeSet<String>,
+    pub node: BTreeSet<String>,
+    /// GroupController RPC capabilities (only asked for when the plugin offers the service).
+    pub group: BTreeSet<String>,
+}
+
+/// What the steps of a CSI run read.
+#[derive(Debug)]
+pub struct CsiConfig {
+    pub controller: Arc<Connection>,
+    pub node: Arc<Connection>,
+    pub launcher: Option<Arc<Launcher>>,
+    pub caps: Capabilities,
+    pub plugin_type: PluginType,
+    /// The node ID Nomad would send to the controller: from the node plugin's NodeGetInfo, or
+    /// `--node-id` for a controller-only run. Empty when unknown.
+    pub node_id: String,
+    /// Whether the node service was probed, so an empty `node_id` is the plugin's answer.
+    pub node_probed: bool,
+    pub max_volumes_per_node: i64,
+    /// The node's attachment budget (none when the node sets no limit).
+    pub attachments: Option<budget::AttachmentBudget>,
+    /// What a node-only run claims instead of creating volumes.
+    pub user_volumes: Option<volumes::VolumePool>,
+    pub volume_size: i64,
+    pub volume_parameters: HashMap<String, String>,
+    pub snapshot_parameters: HashMap<String, String>,
+    pub secrets: HashMap<String, String>,
+    pub mutable_parameters: Option<HashMap<String, String>>,
+    pub idempotency_count: u32,
+    /// Where Nomad's staging and per-allocation directories are made (stage_publish_base_dir);
+    /// `None`: in each clause's scratch directory.
+    pub mount_dir: Option<PathBuf>,
+}
