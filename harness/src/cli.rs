@@ -104,14 +104,16 @@ pub struct SuiteArgs {
     #[arg(long, value_name = "M/N", env = "NOMAD_CONFORM_SHARD")]
     pub shard: Option<String>,
     /// Seed for every generated input; printed by every run, so a run can be repeated.
-    #[arg(long, value_name = "N", env = "NOMAD_CONFORM_SEED")]
+    #[arg(long, value_name = "N", env = "NOMAD_CONFORM_SEED", allow_negative_numbers = true, value_parser = seed)]
     pub seed: Option<u64>,
     /// How many clauses run at the same time.
     #[arg(
         long,
         value_name = "N",
         default_value_t = 8,
-        env = "NOMAD_CONFORM_JOBS"
+        env = "NOMAD_CONFORM_JOBS",
+        allow_negative_numbers = true,
+        value_parser = at_least_one::<usize>
     )]
     pub jobs: usize,
     /// Run the feature files in DIR instead of the built-in specs.
@@ -227,7 +229,13 @@ pub struct LockArgs {
     )]
     pub stop_on_client_after: Option<String>,
     /// Clients in the singleton campaign (default: the profile's).
-    #[arg(long, value_name = "N", env = "NOMAD_CONFORM_CLIENTS")]
+    #[arg(
+        long,
+        value_name = "N",
+        env = "NOMAD_CONFORM_CLIENTS",
+        allow_negative_numbers = true,
+        value_parser = at_least_one::<usize>
+    )]
     pub clients: Option<usize>,
     #[command(flatten)]
     pub suite: SuiteArgs,
@@ -293,7 +301,9 @@ pub struct DhvArgs {
         long,
         value_name = "N",
         default_value_t = 16,
-        env = "NOMAD_CONFORM_PROPERTY_CASES"
+        env = "NOMAD_CONFORM_PROPERTY_CASES",
+        allow_negative_numbers = true,
+        value_parser = at_least_one::<u32>
     )]
     pub property_cases: u32,
     #[command(flatten)]
@@ -366,7 +376,9 @@ pub struct CsiArgs {
         long,
         value_name = "N",
         default_value_t = 2,
-        env = "NOMAD_CONFORM_IDEMPOTENCY_COUNT"
+        env = "NOMAD_CONFORM_IDEMPOTENCY_COUNT",
+        allow_negative_numbers = true,
+        value_parser = at_least_one::<u32>
     )]
     pub idempotency_count: u32,
     #[command(flatten)]
@@ -500,4 +512,23 @@ pub struct CollectArgs {
     pub timeout: String,
     #[command(flatten)]
     pub reports: ReportFiles,
+}
+
+/// A count that must be at least 1 (`--jobs 0` would run nothing; a negative number is not a
+/// count): the message is about the number, not about an unknown flag.
+fn at_least_one<T>(text: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8>,
+{
+    match text.trim().parse::<T>() {
+        Ok(n) if n >= T::from(1) => Ok(n),
+        _ => Err(format!("{text:?} is not a whole number of at least 1")),
+    }
+}
+
+/// A seed: a whole number from 0 to 2^64 - 1.
+fn seed(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<u64>()
+        .map_err(|_| format!("{text:?} is not a whole number from 0 to {}", u64::MAX))
 }

@@ -131,3 +131,46 @@ async fn reap(which: impl Fn(&Stat) -> bool, except: Option<i32>) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Every live child of the harness once a run has stopped everything it started: a daemon that
+/// fully detached (setsid, double fork, stdio on /dev/null, a fresh environment) is still a
+/// child of the harness, its subreaper, and is found here whatever it did to hide.
+///
+/// Only children outside the harness's own process group count: everything a run starts gets a
+/// group of its own, while a process the harness's caller started beside it (a test running
+/// several runs in one process) shares the caller's group.
+pub fn leftovers() -> Vec<ProcInfo> {
+    let mine = nix::unistd::getpgrp().as_raw();
+    children()
+        .into_iter()
+        .filter(|(_, s)| !s.zombie && s.pgrp != mine)
+        .map(|(pid, _)| ProcInfo {
+            pid,
+            cmdline: cmdline(pid),
+        })
+        .collect()
+}
+
+/// Kills each leftover (its process group and session with it) and reaps what dies.
+pub async fn kill_leftovers(found: &[ProcInfo]) {
+    let pids: Vec<i32> = found.iter().map(|p| p.pid).collect();
+    for p in &pids {
+        let pid = Pid::from_raw(*p);
+        // Its whole group, unless that is the harness's own.
+        if let Some(s) = stat(*p)
+            && s.pgrp > 1
+            && s.pgrp != nix::unistd::getpgrp().as_raw()
+        {
+            let _ = killpg(Pid::from_raw(s.pgrp), Signal::SIGKILL);
+        }
+        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+    }
+    reap(
+        |s| pids.contains(&s.pgrp) || pids.contains(&s.session),
+        None,
+    )
+    .await;
+    for p in &pids {
+        let _ = waitpid(Pid::from_raw(*p), Some(WaitPidFlag::WNOHANG));
+    }
+}

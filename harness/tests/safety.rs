@@ -489,3 +489,65 @@ fn a_token_in_the_environment_or_a_client_flag_is_never_shown() {
     );
     seen.assert_clean(&[env_token, flag_token]);
 }
+
+/// A plugin whose create starts a daemon that leaves everything behind: its session (setsid),
+/// its environment (env -i, so no DHV_* variable marks it), its directory (cd /) and its stdio
+/// (/dev/null). The run still finds it at its end, kills it and says so in the record.
+#[test]
+fn a_fully_detached_daemon_does_not_survive_the_run() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = "4321.8765";
+    let plugin = dir.path().join("daemonizes");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n\
+             fingerprint) echo '{{\"version\":\"1.0.0\"}}';;\n\
+             create) (cd / && env -i /usr/bin/setsid /bin/sleep {marker} </dev/null >/dev/null 2>&1 &); \
+             mkdir -p \"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\"; \
+             echo \"{{\\\"path\\\":\\\"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\\\",\\\"bytes\\\":0}}\";;\n\
+             delete) rm -rf \"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\";;\nesac\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let json = dir.path().join("run.json");
+    let out = nomad_conform(
+        dir.path(),
+        &[
+            "dhv",
+            plugin.to_str().unwrap(),
+            "--tags",
+            "@DHV-CREATE-EXIT-ZERO",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let running: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker))
+        .collect();
+    assert!(running.is_empty(), "the daemon survived: {running:?}\n{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("still running at its end") && stderr.contains(marker),
+        "{}",
+        text(&out)
+    );
+    let record: RunRecord =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        record
+            .subject
+            .details
+            .get("left running at the end")
+            .is_some_and(|d| d.contains(marker)),
+        "{:?}",
+        record.subject.details
+    );
+}

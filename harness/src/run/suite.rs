@@ -97,7 +97,7 @@ pub async fn run_suite<S: Suite>(
             eprintln!(
                 "nomad-conform: interrupted while preparing the run: stopping what it started"
             );
-            end_of_run(&start.scratch);
+            end_of_run(&start.scratch).await;
             return Ok(interrupted_before_any_clause::<S>(
                 common, start, clauses, &selection, started_at,
             ));
@@ -106,7 +106,7 @@ pub async fn run_suite<S: Suite>(
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
-            end_of_run(&start.scratch);
+            end_of_run(&start.scratch).await;
             return Err(e);
         }
     };
@@ -150,10 +150,16 @@ pub async fn run_suite<S: Suite>(
     let interrupted = execute::<S::World>(ctx.clone(), features, &selection, jobs).await;
     progress.finish();
     suite.finish(&ctx).await;
-    end_of_run(&scratch);
+    let survivors = end_of_run(&scratch).await;
+    let mut subject = prepared.subject;
+    if !survivors.is_empty() {
+        subject
+            .details
+            .insert("left running at the end".into(), survivors.join("; "));
+    }
     let meta = RunMeta {
         kind: S::KIND.into(),
-        subject: prepared.subject,
+        subject,
         command_line: common.command_line.clone(),
         started_at,
         strict: common.strict,
@@ -198,21 +204,35 @@ fn interrupted_before_any_clause<S: Suite>(
 }
 
 /// What every run does at its end, whatever happened: kill every process group it started,
-/// then whatever still runs in its directory (a daemon a plugin detached), then remove the
-/// directory; each survivor and leftover is named on stderr.
-fn end_of_run(scratch: &std::path::Path) {
+/// then every process that is still the harness's child (a daemon a plugin detached, found
+/// because the harness is its subreaper) and whatever still runs in its directory, then remove
+/// the directory. Each survivor is named on stderr and returned, for the record.
+async fn end_of_run(scratch: &std::path::Path) -> Vec<String> {
     crate::process::kill_all_live_groups();
+    let mut survivors = Vec::new();
+    let left = crate::escapees::leftovers();
+    if !left.is_empty() {
+        crate::escapees::kill_leftovers(&left).await;
+        for p in &left {
+            let line = format!(
+                "a process the run started was still running at its end, detached from the plugin that started it: {p} (killed)"
+            );
+            eprintln!("warning: {}", crate::secrets::redact(&line));
+            survivors.push(line);
+        }
+    }
     for p in crate::process::processes_in(scratch) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(p.pid),
             nix::sys::signal::Signal::SIGKILL,
         );
-        eprintln!(
-            "warning: a process was still running in this run's directory at its end: {p} (killed)"
-        );
+        let line = format!("a process was still running in this run's directory at its end: {p} (killed)");
+        eprintln!("warning: {}", crate::secrets::redact(&line));
+        survivors.push(line);
     }
     let cleanup = crate::ledger::remove_scratch(scratch);
     for leak in &cleanup.leaked {
         eprintln!("{}", crate::secrets::redact(&format!("warning: {leak}")));
     }
+    survivors
 }

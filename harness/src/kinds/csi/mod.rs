@@ -19,7 +19,7 @@ use crate::clauses::ClauseSet;
 use crate::cli::{CsiArgs, PluginType};
 use crate::error::HarnessError;
 use crate::plugins::csi::launch::Launcher;
-use crate::plugins::csi::{Connection, socket_path};
+use crate::plugins::csi::{Connection, preflight, socket_path};
 use crate::plugins::dhv::quote;
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
 use crate::steps::csi::budget::AttachmentBudget;
@@ -183,9 +183,12 @@ impl Suite for CsiSuite<'_> {
             .mutable_parameters
             .as_deref()
             .map(|j| {
-                serde_json::from_str::<HashMap<String, String>>(j).map_err(|e| {
+                let value = serde_json::from_str::<serde_json::Value>(j).map_err(|e| {
+                    HarnessError::Usage(format!("--mutable-parameters {j:?} is not JSON: {e}"))
+                })?;
+                serde_json::from_value::<HashMap<String, String>>(value).map_err(|_| {
                     HarnessError::Usage(format!(
-                        "--mutable-parameters: expected a JSON object of strings: {e}"
+                        "--mutable-parameters {j:?}: expected a JSON object of strings, like {{\"iops\": \"3000\"}}"
                     ))
                 })
             })
@@ -262,6 +265,16 @@ impl Suite for CsiSuite<'_> {
                 }
             }
         };
+        // One line before any clause when nothing gRPC listens there.
+        for socket in std::iter::once(&node_socket).chain(controller_endpoint.as_ref()) {
+            if let Err(e) = preflight::check(socket, preflight::ANSWER_WITHIN).await {
+                stop(&launcher).await;
+                return Err(match e {
+                    preflight::NotGrpc::Path(m) => HarnessError::Usage(m),
+                    preflight::NotGrpc::Listener(m) => HarnessError::Internal(m),
+                });
+            }
+        }
         let node = match Connection::open(&node_socket, DIAL_TIMEOUT).await {
             Ok(c) => Arc::new(c),
             Err(e) => {

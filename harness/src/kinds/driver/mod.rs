@@ -66,9 +66,34 @@ impl DriverSuite<'_> {
         };
         let text = std::fs::read_to_string(p)
             .map_err(|e| HarnessError::Usage(format!("--plugin-config {}: {e}", p.display())))?;
+        // Syntax first, before the plugin is started: a file that is not HCL (or JSON) is the
+        // user's to fix, whatever the plugin's schema says.
+        let shown = p.display();
         Ok(if p.extension().is_some_and(|e| e == "json") {
+            if !text.trim().is_empty() {
+                match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(v) if v.is_object() => {}
+                    Ok(_) => {
+                        return Err(HarnessError::Usage(format!(
+                            "--plugin-config {shown}: not a JSON object (the body of the agent's plugin \"...\" {{ config {{ }} }} block)"
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(HarnessError::Usage(format!(
+                            "--plugin-config {shown} is not JSON: {e}"
+                        )));
+                    }
+                }
+            }
             PluginConfigSource::Json(text)
         } else {
+            if let Err(e) = hcl::parse(&text) {
+                let first = e.to_string();
+                let first = first.lines().next().unwrap_or_default().to_string();
+                return Err(HarnessError::Usage(format!(
+                    "--plugin-config {shown} is not HCL: {first}"
+                )));
+            }
             PluginConfigSource::Hcl(text)
         })
     }
@@ -170,6 +195,17 @@ impl Suite for DriverSuite<'_> {
             )));
         }
         let config = config_source.encode(&probe.config_schema, probe.config_schema_nil);
+        // The plugin's schema is sound but the user's configuration does not fit it: Nomad
+        // would refuse to load the plugin with it. That is the configuration's fault, said
+        // before any clause (a schema the plugin got wrong stays the clauses' to judge).
+        if let (Ok(_), Err(e)) = (&probe.config_schema, &config) {
+            return Err(HarnessError::Usage(match &opts.plugin_config {
+                Some(p) => format!("--plugin-config {}: {e}", p.display()),
+                None => format!(
+                    "the plugin needs a configuration (give the body of the agent's plugin block with --plugin-config FILE): {e}"
+                ),
+            }));
+        }
         let empty_config = PluginConfigSource::Hcl(String::new())
             .encode(&probe.config_schema, probe.config_schema_nil);
         let available: Vec<String> = shapes.names(&Placeholders::default()).unwrap_or_default();

@@ -96,6 +96,54 @@ impl LockSuite<'_> {
     }
 }
 
+/// The client's program must exist before anything runs: otherwise every clause would end in
+/// the same "no such file" (a line that needs a shell is left to the shell).
+fn check_program(pattern: &Pattern) -> Result<(), HarnessError> {
+    let flag = if pattern.is_shim() {
+        "--client"
+    } else {
+        "--sidecar"
+    };
+    let line = crate::plugins::lock::substitute(
+        pattern.command(),
+        &[("path", "x"), ("protected", "x"), ("sentinel", "x")],
+    );
+    let argv = crate::plugins::lock::task_argv(&line);
+    let Some(program) = argv.first() else {
+        return Err(HarnessError::Usage(format!("{flag}: the command is empty")));
+    };
+    if argv.len() > 2 && program == "/bin/sh" && argv[1] == "-c" {
+        return Ok(());
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    match crate::report::program_path(program) {
+        Some(p) if p.is_file() => {
+            let mode = std::fs::metadata(&p)
+                .map(|m| m.permissions().mode())
+                .unwrap_or(0);
+            if mode & 0o111 == 0 {
+                return Err(HarnessError::Usage(format!(
+                    "{flag}: {} is not executable (chmod +x)",
+                    p.display()
+                )));
+            }
+            Ok(())
+        }
+        Some(p) if p.is_dir() => Err(HarnessError::Usage(format!(
+            "{flag}: {} is a directory, not a program",
+            p.display()
+        ))),
+        _ => Err(HarnessError::Usage(format!(
+            "{flag}: the program {program:?} does not exist{}",
+            if program.contains('/') {
+                ""
+            } else {
+                " (not found on PATH)"
+            }
+        ))),
+    }
+}
+
 /// Clauses the run cannot check, with the reason.
 fn skips(
     clauses: &ClauseSet,
@@ -153,6 +201,7 @@ impl Suite for LockSuite<'_> {
         }
         let pattern = self.pattern()?;
         crate::secrets::register_from_command(pattern.command());
+        check_program(&pattern)?;
         if opts.path.trim_matches('/').is_empty() {
             return Err(HarnessError::Usage("--path must name a variable".into()));
         }

@@ -4,6 +4,7 @@
 
 pub mod cleanup;
 pub mod launch;
+pub mod preflight;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

@@ -22,7 +22,9 @@ pub use checker::{
     Advice, ClientTiming, Hold, MeasuredTiming, Violation, ViolationKind, holder_intervals,
     lock_owners, timing_advice, violations,
 };
-pub use client::{ApiAddr, ClientOptions, ClientRun, ClientSpec, RunningClient};
+pub use client::{
+    ApiAddr, ClientOptions, ClientRun, ClientSpec, RunningClient, substitute, task_argv,
+};
 pub use exchange::{Exchange, Outcome};
 pub use faults::{Campaign, Fault, FaultRates, FaultRule, Operation, PartitionMode};
 pub use probe::{ProbeArgs, ProbeCommand, ProbeInterval, ProbeListener};

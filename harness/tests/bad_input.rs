@@ -1,0 +1,256 @@
+//! Bad input is answered up front, in one line, with exit 2 (the user's input) or 3 (nothing
+//! could be tested): a CSI endpoint that is missing, not a socket, refused, or not gRPC; a
+//! driver configuration that is not HCL or does not fit the plugin; a lock client that does not
+//! exist; counts that are zero or negative; parameters that are not JSON. And proptest's own
+//! lines never reach the console.
+
+mod support;
+
+use std::io::{Read as _, Write as _};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::{root, workspace_bin};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+/// Exit `code`, and stderr's first line says `what` (stdout holds no run).
+fn refused(out: &Output, code: i32, what: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stderr.contains(what), "expected {what:?} in:\n{stderr}");
+    assert!(
+        !stdout.contains("verdict"),
+        "nothing should have run:\n{stdout}"
+    );
+}
+
+fn endpoint(p: &Path) -> String {
+    format!("unix://{}", p.display())
+}
+
+/// A listener on `path` that answers every connection with `answer` (or nothing).
+fn listener(path: &Path, answer: Option<&'static [u8]>) {
+    let l = UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 64];
+                let _ = c.read(&mut buf);
+                match answer {
+                    Some(a) => {
+                        let _ = c.write_all(a);
+                    }
+                    None => std::thread::sleep(std::time::Duration::from_secs(30)),
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn a_csi_endpoint_that_is_not_grpc_is_said_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.sock");
+    refused(
+        &run(&["csi", "--endpoint", &endpoint(&missing)]),
+        2,
+        "no such socket",
+    );
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    refused(
+        &run(&["csi", "--endpoint", &endpoint(&file)]),
+        2,
+        "not a socket",
+    );
+    let stale = dir.path().join("stale.sock");
+    drop(UnixListener::bind(&stale).unwrap());
+    refused(
+        &run(&["csi", "--endpoint", &endpoint(&stale)]),
+        3,
+        "connection refused",
+    );
+    let http = dir.path().join("http.sock");
+    listener(
+        &http,
+        Some(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"),
+    );
+    refused(
+        &run(&["csi", "--endpoint", &endpoint(&http)]),
+        3,
+        "does not speak gRPC: it answers HTTP/1",
+    );
+    let garbage = dir.path().join("garbage.sock");
+    listener(&garbage, Some(b"hello there, this is no protocol\n"));
+    refused(
+        &run(&["csi", "--endpoint", &endpoint(&garbage)]),
+        3,
+        "does not speak gRPC",
+    );
+    let silent = dir.path().join("silent.sock");
+    listener(&silent, None);
+    refused(
+        &run(&["csi", "--endpoint", &endpoint(&silent)]),
+        3,
+        "answered nothing to HTTP/2 within 5.00s",
+    );
+}
+
+#[test]
+fn a_driver_configuration_that_is_wrong_is_said_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = workspace_bin("driver-exec");
+    let bad_hcl = dir.path().join("bad.hcl");
+    std::fs::write(&bad_hcl, "volumes { enabled = \n").unwrap();
+    refused(
+        &run(&[
+            "driver",
+            plugin.to_str().unwrap(),
+            "--plugin-config",
+            bad_hcl.to_str().unwrap(),
+        ]),
+        2,
+        "is not HCL",
+    );
+    let bad_json = dir.path().join("bad.json");
+    std::fs::write(&bad_json, "{\"a\": ").unwrap();
+    refused(
+        &run(&[
+            "driver",
+            plugin.to_str().unwrap(),
+            "--plugin-config",
+            bad_json.to_str().unwrap(),
+        ]),
+        2,
+        "is not JSON",
+    );
+    // Valid HCL, but an attribute driver-exec's ConfigSchema does not have.
+    let unfit = dir.path().join("unfit.hcl");
+    std::fs::write(&unfit, "no_such_attribute = true\n").unwrap();
+    refused(
+        &run(&[
+            "driver",
+            plugin.to_str().unwrap(),
+            "--plugin-config",
+            unfit.to_str().unwrap(),
+            "--task-command",
+            "command = {command}\nargs = {args}",
+        ]),
+        2,
+        "--plugin-config",
+    );
+}
+
+#[test]
+fn a_lock_client_that_does_not_exist_is_said_before_the_run() {
+    refused(
+        &run(&["lock", "--client", "/no/such/lock-client -- {protected}"]),
+        2,
+        "does not exist",
+    );
+    refused(
+        &run(&[
+            "lock",
+            "--client",
+            "no-such-lock-client-anywhere {protected}",
+        ]),
+        2,
+        "not found on PATH",
+    );
+}
+
+#[test]
+fn counts_are_checked_as_numbers() {
+    let plugin = root().join("reference-plugins/dhv/mkdir");
+    let plugin = plugin.to_str().unwrap();
+    for (flag, value) in [
+        ("--jobs", "0"),
+        ("--jobs", "-1"),
+        ("--property-cases", "-3"),
+    ] {
+        let out = run(&["dhv", plugin, flag, value]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(
+            stderr.contains("is not a whole number of at least 1"),
+            "{flag} {value}: {stderr}"
+        );
+        assert!(!stderr.contains("unexpected argument"), "{stderr}");
+    }
+    let out = run(&["dhv", plugin, "--seed", "-5"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not a whole number from 0"), "{stderr}");
+}
+
+#[test]
+fn mutable_parameters_that_are_not_json_say_so() {
+    refused(
+        &run(&[
+            "csi",
+            "--endpoint",
+            "unix:///nonexistent/csi.sock",
+            "--mutable-parameters",
+            "{tier: fast",
+        ]),
+        2,
+        "--mutable-parameters \"{tier: fast\" is not JSON",
+    );
+    refused(
+        &run(&[
+            "csi",
+            "--endpoint",
+            "unix:///nonexistent/csi.sock",
+            "--mutable-parameters",
+            "[1, 2]",
+        ]),
+        2,
+        "expected a JSON object of strings",
+    );
+}
+
+/// A plugin whose every generated volume fails the property (its delete leaves the path) and
+/// whose every call takes a while: shrinking runs out of its budget, and proptest, left to
+/// itself, would print that to stderr.
+#[test]
+fn shrinking_out_of_budget_prints_nothing_of_proptest() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("keeps-path");
+    std::fs::write(
+        &plugin,
+        "#!/bin/sh\ncase \"$1\" in\n\
+         fingerprint) echo '{\"version\":\"1.0.0\"}';;\n\
+         create) sleep 0.4; mkdir -p \"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\"; \
+         echo \"{\\\"path\\\":\\\"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\\\",\\\"bytes\\\":0}\";;\n\
+         delete) exit 0;;\nesac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = run(&[
+        "dhv",
+        plugin.to_str().unwrap(),
+        "--tags",
+        "@DHV-GENERAL-GENERATED-INPUTS",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("DHV-GENERAL-GENERATED-INPUTS"), "{stdout}");
+    assert!(!stderr.contains("proptest"), "{stderr}");
+    assert!(!stdout.contains("proptest:"), "{stdout}");
+}
