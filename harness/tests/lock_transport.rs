@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use nomad_conform::plugins::lock::checker::{
-    holder_intervals, lock_owners, overlaps, runs_without_lock, violations,
-};
-use nomad_conform::plugins::lock::faults::{Fault, Operation, PartitionMode};
+use nomad_conform::plugins::lock::proxy_faults::{Fault, Operation, PartitionMode};
 use nomad_conform::plugins::lock::{
     ApiAddr, ClientOptions, ClientSpec, Outcome, ProbeCommand, ProbeListener, Proxy, ProxyConfig,
-    RunningClient, Upstream, ViolationKind,
+    RunningClient, Upstream,
+};
+use nomad_conform::steps::lock::checker::{
+    ViolationKind, holder_intervals, lock_owners, overlaps, runs_without_lock, violations,
 };
 use nomad_conform_reports::model::{ExitStatus, Request, Response};
 use nomad_conform_variables::{LockEventKind, Profile, ServerConfig, VariablesServer};

@@ -184,11 +184,6 @@ impl PluginProcess {
         pipes::lock(&self.output).logs.dropped()
     }
 
-    /// stdout after the handshake line (Go plugins send their stdout over GRPCStdio instead).
-    pub fn stdout_excerpt(&self, max: usize) -> Excerpt {
-        pipes::lock(&self.output).stdout.excerpt(max)
-    }
-
     /// stderr, raw.
     pub fn stderr_excerpt(&self, max: usize) -> Excerpt {
         pipes::lock(&self.output).stderr.excerpt(max)

@@ -527,11 +527,6 @@ impl RunningClient {
         lock(&self.state).main.as_ref().map_or(0, |t| t.pid)
     }
 
-    /// PID of the application task (sidecar shape), once started.
-    pub fn app_pid(&self) -> Option<i32> {
-        lock(&self.state).app.as_ref().map(|t| t.pid)
-    }
-
     /// When the sidecar's sentinel appeared.
     pub fn sentinel_seen(&self) -> Option<Instant> {
         lock(&self.state).sentinel_seen

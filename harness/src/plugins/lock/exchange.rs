@@ -6,8 +6,8 @@ use std::time::{Duration, Instant, SystemTime};
 use nomad_conform_reports::model::{OpEvent, Request, Response};
 use serde::Serialize;
 
-use super::faults::{Fault, FaultSource, Operation, RuleId};
 use super::proxy::Upstream;
+use super::proxy_faults::{Fault, FaultSource, Operation, RuleId};
 
 /// Bytes of a request or response body kept in a record.
 pub const BODY_EXCERPT: usize = 4096;

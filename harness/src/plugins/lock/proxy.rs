@@ -32,7 +32,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use super::exchange::{AppliedFault, Exchange, Outcome, excerpt, lock_id_in};
-use super::faults::{
+use super::proxy_faults::{
     Campaign, Decision, Fault, FaultAction, FaultError, FaultPlan, FaultRule, FaultSource,
     Operation, PartitionMode, PartitionWindow, PlannedPartition, RuleId,
 };
@@ -497,11 +497,6 @@ impl Proxy {
     pub fn stop_campaign(&self) {
         self.inner.plan().stop_campaign(Instant::now());
         Inner::bump(&self.inner.changed);
-    }
-
-    /// Cuts every open connection now (the clients see their connections reset).
-    pub fn cut_connections(&self) {
-        Inner::bump(&self.inner.cut);
     }
 
     /// Every exchange so far, in order of arrival.

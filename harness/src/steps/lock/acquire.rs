@@ -25,15 +25,6 @@ async fn server(w: &mut LockWorld) -> StepResult {
     Ok(())
 }
 
-#[given(
-    regex = r#"^a Variables server with ACLs, where the client's token may write the lock in namespace "([a-z0-9-]+)"$"#
-)]
-async fn server_acl(w: &mut LockWorld, namespace: String) -> StepResult {
-    let scene = Scene::build(w.ctx(), Some(&namespace)).await?;
-    w.scene = Some(scene);
-    Ok(())
-}
-
 #[given("another holder has the lock")]
 async fn other_holds(w: &mut LockWorld) -> StepResult {
     let run = w.ctx().run.clone();
@@ -55,17 +46,6 @@ async fn acquire_delayed(w: &mut LockWorld, ms: u64) -> StepResult {
 #[given(regex = r"^the protected process exits by itself with code (\d+) after a second$")]
 async fn probe_exits(w: &mut LockWorld, code: u8) -> StepResult {
     w.scene_mut()?.probe_exit = Some((Duration::from_secs(1), code));
-    Ok(())
-}
-
-#[given("the server refuses the client's lock requests with 403")]
-async fn refuses_403(w: &mut LockWorld) -> StepResult {
-    let task_api = w.config().task_api;
-    let p = w.scene_mut()?.proxy(CLIENT, task_api).await?;
-    p.inject_until_cleared(
-        &Operation::LOCK,
-        Fault::status(403).map_err(|e| e.to_string())?,
-    );
     Ok(())
 }
 
@@ -435,7 +415,10 @@ async fn well_formed(w: &mut LockWorld) -> StepResult {
     for e in &mine {
         let injected = e.fault.as_ref().is_some_and(|f| {
             f.fault.is_some_and(|f| {
-                !matches!(f.action, crate::plugins::lock::faults::FaultAction::Forward)
+                !matches!(
+                    f.action,
+                    crate::plugins::lock::proxy_faults::FaultAction::Forward
+                )
             })
         });
         let why = if e.operation == Operation::Other {

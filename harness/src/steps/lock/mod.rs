@@ -7,13 +7,16 @@
 //! the server's lock history (reference server) and the probes' intervals. Dropping the World
 //! kills every client and probe, stops the proxies and the server.
 
+mod access;
 mod acquire;
+pub mod checker;
 mod config;
 mod lapse_release;
 mod release;
 mod renew;
 mod scene;
 mod singleton;
+pub mod timeline;
 
 use std::time::{Duration, Instant};
 

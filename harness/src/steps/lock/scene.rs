@@ -12,12 +12,13 @@ use nomad_conform_variables::{
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::checker::{Hold, holder_intervals, lock_owners};
 use super::{LockConfig, Pattern, ServerChoice};
 use crate::plugins::lock::api::Holder;
 use crate::plugins::lock::proxy::Listen;
 use crate::plugins::lock::{
-    ApiAddr, ClientOptions, ClientSpec, Exchange, Hold, ProbeInterval, ProbeListener, Proxy,
-    ProxyConfig, RunningClient, Upstream, holder_intervals, lock_owners,
+    ApiAddr, ClientOptions, ClientSpec, Exchange, ProbeInterval, ProbeListener, Proxy, ProxyConfig,
+    RunningClient, Upstream,
 };
 use crate::world::ScenarioCtx;
 
@@ -290,9 +291,9 @@ impl Scene {
                 "protected process of {} (pid {}): ran {} ms .. {}{}",
                 p.label,
                 p.pid,
-                crate::plugins::lock::checker::offset_ms(start, p.start),
+                crate::steps::lock::checker::offset_ms(start, p.start),
                 p.end
-                    .map(|e| format!("{} ms", crate::plugins::lock::checker::offset_ms(start, e)))
+                    .map(|e| format!("{} ms", crate::steps::lock::checker::offset_ms(start, e)))
                     .unwrap_or_else(|| "still running".into()),
                 match (p.exit, p.killed) {
                     (Some(c), _) => format!(", exited {c}"),
@@ -314,6 +315,14 @@ impl Scene {
                     t.role,
                     t.argv.join(" "),
                     t.stderr.text.trim()
+                ));
+            }
+        }
+        for (label, proxy) in &self.proxies {
+            let dropped = proxy.dropped_records();
+            if dropped > 0 {
+                notes.push(format!(
+                    "{dropped} exchange(s) of {label} were not kept: the proxy's record was full (the verdict rests on the server's lock history and the kept ones)"
                 ));
             }
         }

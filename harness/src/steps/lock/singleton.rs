@@ -9,14 +9,11 @@ use cucumber::{then, when};
 use nix::sys::signal::Signal;
 
 use super::acquire::{CLIENT, wait_running};
+use super::checker::{self, MeasuredTiming, client_timing, timing_advice, violations};
 use super::renew::lease;
+use super::timeline::{ClientPartitions, Timeline};
 use super::{LockWorld, StepResult, fmt};
-use crate::plugins::lock::checker::client_timing;
-use crate::plugins::lock::timeline::{ClientPartitions, Timeline};
-use crate::plugins::lock::{
-    Campaign, Fault, FaultRates, MeasuredTiming, Operation, PartitionMode, checker, timing_advice,
-    violations,
-};
+use crate::plugins::lock::{Campaign, Fault, FaultRates, Operation, PartitionMode};
 
 use super::acquire::RESTART_DELAY;
 
@@ -139,7 +136,7 @@ async fn apply(
     };
     let proxy = w.scene_mut()?.proxy(&target, task_api).await?;
     proxy.stop_campaign();
-    let bad = |e: crate::plugins::lock::faults::FaultError| e.to_string();
+    let bad = |e: crate::plugins::lock::proxy_faults::FaultError| e.to_string();
     match fault {
         Scheduled::LateConflict => {
             let f = Fault::status(409).map_err(bad)?.after(ttl / 8);

@@ -11,7 +11,7 @@
 mod acl;
 mod basics;
 mod config;
-mod locks;
+mod lock_operations;
 pub mod setup;
 
 use std::collections::BTreeMap;

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use nomad_conform_variables::{LockEvent, LockEventKind};
 use serde::Serialize;
 
-use super::client::ClientRun;
-use super::exchange::Exchange;
-use super::faults::Operation;
-use super::probe::ProbeInterval;
+use crate::plugins::lock::client::ClientRun;
+use crate::plugins::lock::exchange::Exchange;
+use crate::plugins::lock::probe::ProbeInterval;
+use crate::plugins::lock::proxy_faults::Operation;
 
 /// Milliseconds from `t0` to `at` (0 for instants before `t0`).
 pub fn offset_ms(t0: Instant, at: Instant) -> u64 {

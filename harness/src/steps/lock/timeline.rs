@@ -12,9 +12,9 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use super::checker::{Hold, Violation, offset_ms};
-use super::exchange::Exchange;
-use super::faults::{PartitionMode, PartitionWindow};
-use super::probe::ProbeInterval;
+use crate::plugins::lock::exchange::Exchange;
+use crate::plugins::lock::probe::ProbeInterval;
+use crate::plugins::lock::proxy_faults::{PartitionMode, PartitionWindow};
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 130.0;
@@ -370,10 +370,10 @@ impl Timeline<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::lock::checker::{HoldEnd, ViolationKind, Window};
     use crate::plugins::lock::exchange::AppliedFault;
     use crate::plugins::lock::exchange::tests::exchange;
-    use crate::plugins::lock::faults::{FaultSource, Operation};
+    use crate::plugins::lock::proxy_faults::{FaultSource, Operation};
+    use crate::steps::lock::checker::{HoldEnd, ViolationKind, Window};
     use std::time::Duration;
 
     /// Tags open and close in order: a tiny well-formedness check (no DTD, no CDATA here).
