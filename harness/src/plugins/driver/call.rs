@@ -18,10 +18,11 @@ use serde::Serialize;
 use serde_json::Value;
 use tonic::{Code, Status};
 
-use super::launch::LaunchSpec;
+use super::code_name;
+use super::launch_spec::LaunchSpec;
+use super::protocol::{RECOVERABLE_ERROR_TYPE_URL, Service};
 use super::protojson::{self, Payload};
 use super::reproduce::reproduce_script;
-use super::{RECOVERABLE_ERROR_TYPE_URL, Service, code_name};
 
 /// How long to wait for an answer, and whether to tell the plugin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,14 +11,15 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::connect::Client;
-use super::drivers::{
+use super::launch_spec::LaunchSpec;
+use super::protocol::Service;
+use super::protojson;
+use super::reproduce::reproduce_script;
+use super::streams::StreamHandle;
+use nomad_conform_proto::nomad::drivers::{
     self, ExecTaskStreamingIoOperation, ExecTaskStreamingRequest, ExecTaskStreamingResponse,
     exec_task_streaming_request::{Setup, TerminalSize},
 };
-use super::launch::LaunchSpec;
-use super::reproduce::reproduce_script;
-use super::streams::StreamHandle;
-use super::{Service, protojson};
 
 /// One exec session.
 #[derive(Debug)]

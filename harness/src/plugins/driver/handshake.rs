@@ -26,8 +26,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::CORE_PROTOCOL_VERSION;
 use super::golang::{go_atoi, go_parse_bool, resolve_tcp_literal};
+use super::protocol::CORE_PROTOCOL_VERSION;
 
 /// Where the plugin listens, as the host would dial it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

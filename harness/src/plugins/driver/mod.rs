@@ -6,7 +6,7 @@
 //!
 //! | file | what it does |
 //! |---|---|
-//! | [`mod@launch`] | [`LaunchSpec`] (program, env as Nomad builds it, start timeout, capture limits) and [`launch()`]: own process group, first stdout line within the start timeout |
+//! | [`launch_spec`], [`mod@launch`] | [`LaunchSpec`] (program, env as Nomad builds it, start timeout, capture limits) and [`launch()`]: own process group, first stdout line within the start timeout |
 //! | [`handshake`] | [`Handshake::parse`]: the `CORE\|APP\|NETWORK\|ADDR\|PROTOCOL\|CERT[\|MUX]` line, raw and typed, with every [`Violation`] a host would reject (returned, not enforced) |
 //! | [`golang`] | the Go parsing the host relies on: `strconv.Atoi`/`ParseBool`, `ResolveTCPAddr` syntax, `time.Parse` with hclog's layout |
 //! | [`pipes`], [`hclog`] | stdout drained into a bounded capture after the handshake; stderr read line by line and parsed as go-plugin's host parses it ([`LogLine`]) |
@@ -14,7 +14,8 @@
 //! | [`mod@connect`] | [`connect()`]: h2c gRPC over the announced unix socket or TCP address (`:authority` `unused`), then the broker and stdio streams a Go host opens ([`Client`]) |
 //! | [`mod@call`], [`rpcs`], [`protojson`], [`reproduce`] | one RPC with a deadline, recorded as a [`DriverRpc`] (status details decoded, `RecoverableError` included; JSON in record and protobuf forms), with an [`OpEvent`](nomad_conform_reports::model::OpEvent) and a grpcurl reproduction; [`Client`] has a method per RPC |
 //! | [`streams`], [`exec_stream`] | Fingerprint, TaskEvents, TaskStats and ExecTaskStreaming collected in the background into a bounded buffer ([`StreamHandle`], [`ExecSession`]) |
-//! | [`lifecycle`], [`shutdown`] | Nomad's load sequence (fingerprint, validation and instance launches), API version negotiation, reattach, and the kill sequences of Nomad and go-plugin |
+//! | [`host`] | the host's deadlines ([`HostTimings`]) and the API version negotiation |
+//! | [`lifecycle`], [`shutdown`] | Nomad's load sequence (fingerprint, validation and instance launches), reattach, and the kill sequences of Nomad and go-plugin (shutdown below lifecycle) |
 //!
 //! Every RPC and every stream read has a deadline given by the caller; errors are
 //! [`thiserror`] enums reading "failed to ..."; plugin misbehaviour never panics the harness.
@@ -26,9 +27,12 @@ pub mod exec_stream;
 pub mod golang;
 pub mod handshake;
 pub mod hclog;
+pub mod host;
 pub mod launch;
+pub mod launch_spec;
 pub mod lifecycle;
 pub mod pipes;
+pub mod protocol;
 pub mod protojson;
 pub mod reproduce;
 pub mod rpcs;
@@ -40,18 +44,17 @@ pub mod taskconfig;
 pub mod taskhost;
 pub mod topology;
 
-use std::time::Duration;
-
 pub use call::{Deadline, DriverRpc, StatusDetails, call};
 pub use connect::{Client, ConnectError, ConnectionFacts, connect};
 pub use exec_stream::{ExecOutput, ExecSession};
 pub use handshake::{Handshake, PluginAddress, Violation};
 pub use hclog::{HclogParser, Level, LogLine};
-pub use launch::{BaseEnv, LaunchError, LaunchFailure, LaunchSpec, launch};
+pub use host::{ApiNegotiation, HostTimings, negotiate_api_version};
+pub use launch::{LaunchError, LaunchFailure, launch};
+pub use launch_spec::{BaseEnv, LaunchSpec};
 pub use lifecycle::{
-    ApiNegotiation, FingerprintLaunch, HostTimings, InfoAssessment, InstanceLaunch, LoadError,
-    ValidationLaunch, assess_plugin_info, fingerprint_launch, instance_launch,
-    negotiate_api_version, nomad_config, validation_launch,
+    FingerprintLaunch, InfoAssessment, InstanceLaunch, LoadError, ValidationLaunch,
+    assess_plugin_info, fingerprint_launch, instance_launch, nomad_config, validation_launch,
 };
 pub use running::{Killed, PluginProcess};
 pub use shutdown::{
@@ -60,126 +63,11 @@ pub use shutdown::{
 pub use side_streams::SideStream;
 pub use streams::{Arrived, StreamEnd, StreamHandle};
 
+pub use protocol::*;
+
 pub use nomad_conform_proto::goplugin;
 pub use nomad_conform_proto::grpc::health::v1 as health;
 pub use nomad_conform_proto::nomad::{base, drivers, hclspec, structs};
 
-/// The environment variable a go-plugin server checks before it serves (A.1).
-pub const MAGIC_COOKIE_KEY: &str = "NOMAD_PLUGIN_MAGIC_COOKIE";
-/// Nomad's magic cookie value (A.1).
-pub const MAGIC_COOKIE_VALUE: &str =
-    "e4327c2e01eabfd75a8a67adb114fb34a757d57eee7728d857a8cec6e91a7255";
-/// go-plugin's core protocol version: the first handshake field must be this (A.3).
-pub const CORE_PROTOCOL_VERSION: i64 = 1;
-/// Nomad's application protocol version for plugins, the only one it offers (A.1).
-pub const APP_PROTOCOL_VERSION: i64 = 2;
-/// The port range go-plugin passes when the host leaves MinPort/MaxPort at 0 (A.2).
-pub const DEFAULT_MIN_PORT: u32 = 10000;
-pub const DEFAULT_MAX_PORT: u32 = 25000;
-/// go-plugin's default StartTimeout, which Nomad keeps (A.2).
-pub const NOMAD_START_TIMEOUT: Duration = Duration::from_secs(60);
-/// The only driver plugin API version the Nomad agent supports (A.8).
-pub const DRIVER_API_VERSION: &str = "v0.1.0";
-/// Nomad's context for `Driver/Shutdown` (`driverShutdownTimeout`, A.6).
-pub const DRIVER_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long go-plugin's `Kill` waits for the process after closing the client (A.6).
-pub const KILL_GRACE: Duration = Duration::from_secs(2);
-/// The client's executor port range that Nomad sends in `NomadDriverConfig` (A.8).
-pub const CLIENT_MIN_PORT: u32 = 14000;
-pub const CLIENT_MAX_PORT: u32 = 14512;
-/// The status detail Nomad reads to tell recoverable errors from fatal ones (B.4).
-pub const RECOVERABLE_ERROR_TYPE_URL: &str =
-    "type.googleapis.com/hashicorp.nomad.plugins.shared.structs.RecoverableError";
-
-/// The gRPC services a go-plugin driver serves on one connection (A.5, B.1, B.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-pub enum Service {
-    /// `hashicorp.nomad.plugins.base.proto.BasePlugin`
-    Base,
-    /// `hashicorp.nomad.plugins.drivers.proto.Driver`
-    Driver,
-    /// `plugin.GRPCController`
-    Controller,
-    /// `plugin.GRPCBroker`
-    Broker,
-    /// `plugin.GRPCStdio`
-    Stdio,
-    /// `grpc.health.v1.Health`
-    Health,
-}
-
-impl Service {
-    /// The fully-qualified service name, as in the gRPC path.
-    pub fn full_name(self) -> &'static str {
-        match self {
-            Service::Base => "hashicorp.nomad.plugins.base.proto.BasePlugin",
-            Service::Driver => "hashicorp.nomad.plugins.drivers.proto.Driver",
-            Service::Controller => "plugin.GRPCController",
-            Service::Broker => "plugin.GRPCBroker",
-            Service::Stdio => "plugin.GRPCStdio",
-            Service::Health => "grpc.health.v1.Health",
-        }
-    }
-
-    /// The gRPC path of `method`: `/hashicorp.nomad.plugins.drivers.proto.Driver/StartTask`.
-    pub fn path(self, method: &str) -> String {
-        format!("/{}/{method}", self.full_name())
-    }
-
-    /// Our .proto file that defines the service, relative to `proto/proto` (for grpcurl).
-    pub fn proto_file(self) -> &'static str {
-        match self {
-            Service::Base => "plugins/base/proto/base.proto",
-            Service::Driver => "plugins/drivers/proto/driver.proto",
-            Service::Controller => "internal/plugin/grpc_controller.proto",
-            Service::Broker => "internal/plugin/grpc_broker.proto",
-            Service::Stdio => "internal/plugin/grpc_stdio.proto",
-            Service::Health => "grpc/health/v1/health.proto",
-        }
-    }
-}
-
 /// The gRPC code name (`UNIMPLEMENTED`); shared with the CSI transport.
 pub use crate::plugins::csi::code_name;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn service_paths_match_the_contract() {
-        assert_eq!(
-            Service::Driver.path("StartTask"),
-            "/hashicorp.nomad.plugins.drivers.proto.Driver/StartTask"
-        );
-        assert_eq!(
-            Service::Base.path("PluginInfo"),
-            "/hashicorp.nomad.plugins.base.proto.BasePlugin/PluginInfo"
-        );
-        assert_eq!(
-            Service::Controller.path("Shutdown"),
-            "/plugin.GRPCController/Shutdown"
-        );
-        assert_eq!(
-            Service::Stdio.path("StreamStdio"),
-            "/plugin.GRPCStdio/StreamStdio"
-        );
-        assert_eq!(
-            Service::Broker.path("StartStream"),
-            "/plugin.GRPCBroker/StartStream"
-        );
-        // Every proto file named here exists in the source tree.
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/proto");
-        for s in [
-            Service::Base,
-            Service::Driver,
-            Service::Controller,
-            Service::Broker,
-            Service::Stdio,
-            Service::Health,
-        ] {
-            let p = std::path::Path::new(root).join(s.proto_file());
-            assert!(p.exists(), "{}", p.display());
-        }
-    }
-}

@@ -3,8 +3,8 @@
 //! socket or TCP), using our .proto files (import path: [`crate::plugins::proto_dir`]).
 //! Requests are protobuf JSON, so bytes fields (msgpack payloads) are base64 strings.
 
-use super::Service;
-use super::launch::LaunchSpec;
+use super::launch_spec::LaunchSpec;
+use super::protocol::Service;
 
 /// The script of [`super::DriverRpc::reproduce`], for any request JSON (several messages,
 /// for a client stream, separated by newlines: grpcurl reads them in turn).

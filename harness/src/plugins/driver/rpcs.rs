@@ -6,8 +6,12 @@ use std::time::Duration;
 
 use super::call::{Deadline, DriverRpc, call};
 use super::connect::Client;
+use super::protocol::Service;
+use super::protojson;
 use super::streams::{StreamHandle, wait_first};
-use super::{Service, base, drivers, goplugin, health, protojson};
+use nomad_conform_proto::goplugin;
+use nomad_conform_proto::grpc::health::v1 as health;
+use nomad_conform_proto::nomad::{base, drivers};
 
 type Rpc<T> = (DriverRpc, Option<T>);
 

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::handshake::Handshake;
 use super::hclog::LogLine;
-use super::launch::LaunchSpec;
+use super::launch_spec::LaunchSpec;
 use super::pipes::{self, SharedOutput};
 use crate::process::{ProcInfo, group_members, unregister_group};
 

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 use nomad_conform_reports::model::ExitStatus;
 use tonic::Code;
 
-use super::base;
 use super::call::{Deadline, DriverRpc};
 use super::connect::{Client, ConnectError, connect};
 use super::handshake::Handshake;
-use super::lifecycle::{ApiNegotiation, HostTimings, negotiate_api_version};
+use super::host::{ApiNegotiation, HostTimings, negotiate_api_version};
 use super::running::PluginProcess;
 use crate::process::ProcInfo;
+use nomad_conform_proto::nomad::base;
 
 /// What go-plugin's kill sequence did.
 #[derive(Clone, Debug)]
