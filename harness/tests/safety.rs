@@ -532,15 +532,18 @@ fn a_fully_detached_daemon_does_not_survive_the_run() {
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
         .filter(|c| c.contains(marker))
         .collect();
-    assert!(running.is_empty(), "the daemon survived: {running:?}\n{}", text(&out));
+    assert!(
+        running.is_empty(),
+        "the daemon survived: {running:?}\n{}",
+        text(&out)
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("still running at its end") && stderr.contains(marker),
         "{}",
         text(&out)
     );
-    let record: RunRecord =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let record: RunRecord = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(
         record
             .subject

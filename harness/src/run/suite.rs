@@ -226,7 +226,8 @@ async fn end_of_run(scratch: &std::path::Path) -> Vec<String> {
             nix::unistd::Pid::from_raw(p.pid),
             nix::sys::signal::Signal::SIGKILL,
         );
-        let line = format!("a process was still running in this run's directory at its end: {p} (killed)");
+        let line =
+            format!("a process was still running in this run's directory at its end: {p} (killed)");
         eprintln!("warning: {}", crate::secrets::redact(&line));
         survivors.push(line);
     }
