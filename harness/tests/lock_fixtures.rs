@@ -93,6 +93,7 @@ fixtures! {
     malformed_release => "malformed-release",
     never_gives_up => "never-gives-up",
     never_releases => "never-releases",
+    no_parent_death_signal => "no-parent-death-signal",
     no_request_timeout => "no-request-timeout",
     panics_on_late_409 => "panics-on-late-409",
     renews_late => "renews-late",
@@ -106,6 +107,7 @@ fixtures! {
     variant_release_until_freed => "variant-release-until-freed",
     variant_renew_0_7 => "variant-renew-0.7",
     variant_renew_third => "variant-renew-third",
+    variant_same_group => "variant-same-group",
     variant_sidecar => "variant-sidecar",
     variant_task_api => "variant-task-api",
 }

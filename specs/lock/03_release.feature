@@ -67,6 +67,25 @@ Feature: release
     And Nomad stops the task with SIGTERM while a renew hangs
     Then the protected process stopped within the kill timeout
 
+  @LOCK-SIGKILL-NO-ORPHAN @should @shim-only
+  Scenario: a client killed with SIGKILL leaves no protected process running
+    The harness kills the client's main process with SIGKILL and then, as a driver cleaning up
+    a task does, whatever is left in the client's process group; a protected process the client
+    started in a group of its own must end too.
+
+    Basis: Nomad SIGKILLs a task still running at its kill_timeout
+    (client/allocrunner/taskrunner/task_runner.go, killTask), and the kernel's OOM killer can do
+    the same at any time. Where the driver kills a task by its process group (raw_exec without
+    cgroups), a protected process that left the client's group runs on with no one renewing its
+    lock: once the lock passes to another allocation, there are two copies. Drivers that kill
+    the task's cgroup take it anyway, hence SHOULD.
+
+    Given a Variables server
+    When the client starts
+    And the client holds the lock and its protected process runs
+    And the client is killed with SIGKILL
+    Then the protected process ended soon after its client
+
   @LOCK-SIGINT @must
   Scenario: SIGINT, Nomad's default kill signal, stops the protected process too
     Basis: Nomad's task kill_signal defaults to SIGINT (jobspec task block); the guide ties the

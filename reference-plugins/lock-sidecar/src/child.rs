@@ -7,7 +7,11 @@
 //!   SIGKILL, the kernel kills the protected process, because nobody would renew its lock any
 //!   more. The spawn happens on the runtime's only thread (the signal follows the thread that
 //!   forked), and the child checks that its parent did not die before the signal was armed.
-//!   (Fault `panics-on-late-409` arms none, so its orphan outlives the panic.)
+//!   (Faults `panics-on-late-409` and `no-parent-death-signal` arm none, so the process outlives
+//!   lock-sidecar.)
+//! - Variant `same-group`: the command stays in lock-sidecar's own process group (as a Go
+//!   `exec.Cmd` does), so whoever kills lock-sidecar's group (Nomad's driver) kills it too;
+//!   signals then go to the command alone.
 //! - **Nothing of the group outlives a release**: once the command exited, whatever it left in
 //!   its group is killed before the lock is released.
 //!
@@ -22,7 +26,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use crate::duration::human;
-use crate::faults::{Fault, Switches};
+use crate::faults::{Fault, Switches, Variant};
 
 /// A running protected process.
 #[derive(Debug)]
@@ -30,6 +34,8 @@ pub struct Protected {
     child: tokio::process::Child,
     pid: Pid,
     exited: Option<ExitStatus>,
+    /// Whether it leads a process group of its own (not with variant `same-group`).
+    own_group: bool,
 }
 
 impl Protected {
@@ -40,9 +46,15 @@ impl Protected {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command"))?;
         let parent = nix::unistd::getpid();
         let mut command = std::process::Command::new(program);
-        command.args(args).process_group(0);
-        // Fault panics-on-late-409: no parent-death signal, like the Go client it models.
-        let dies_with_us = !switches.fault(Fault::PanicsOnLate409);
+        command.args(args);
+        let own_group = !switches.variant(Variant::SameGroup);
+        if own_group {
+            command.process_group(0);
+        }
+        // Faults panics-on-late-409 (like the Go client it models) and no-parent-death-signal:
+        // no parent-death signal.
+        let dies_with_us =
+            !switches.fault(Fault::PanicsOnLate409) && !switches.fault(Fault::NoParentDeathSignal);
         if dies_with_us {
             // SAFETY: the closure runs in the forked child before exec and only makes
             // async-signal-safe system calls (prctl, getppid, kill).
@@ -66,6 +78,7 @@ impl Protected {
             child,
             pid: Pid::from_raw(raw),
             exited: None,
+            own_group,
         })
     }
 
@@ -84,9 +97,14 @@ impl Protected {
         Ok(status)
     }
 
-    /// Sends `signal` to the whole process group.
+    /// Sends `signal` to the whole process group (to the command alone when it shares
+    /// lock-sidecar's group).
     pub fn signal_group(&self, signal: Signal) -> nix::Result<()> {
-        killpg(self.pid, signal)
+        if self.own_group {
+            killpg(self.pid, signal)
+        } else {
+            nix::sys::signal::kill(self.pid, signal)
+        }
     }
 
     /// SIGTERM to the group, SIGKILL after `grace`; returns once the command is reaped.
@@ -109,9 +127,10 @@ impl Protected {
         }
     }
 
-    /// Kills what the command left in its group; true if anything was there.
+    /// Kills what the command left in its group; true if anything was there (nothing to do
+    /// when it shares lock-sidecar's group: Nomad's driver cleans that up).
     pub fn kill_leftovers(&self) -> bool {
-        self.signal_group(Signal::SIGKILL).is_ok()
+        self.own_group && self.signal_group(Signal::SIGKILL).is_ok()
     }
 }
 

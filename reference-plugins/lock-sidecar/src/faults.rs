@@ -64,6 +64,10 @@ pub enum Fault {
     /// answer: Nomad's 500 "variable doesn't hold a lock" to a release after a lapse included,
     /// so after losing its lock it never exits.
     RetriesReleaseForever,
+    /// Starts the protected process without the parent-death signal (still in a process group
+    /// of its own): if lock-sidecar is killed with SIGKILL, the protected process runs on
+    /// without anyone holding its lock.
+    NoParentDeathSignal,
 }
 
 /// An allowed behaviour that differs from the default.
@@ -87,6 +91,9 @@ pub enum Variant {
     /// Nomad once the lock is cleared, meets Nomad's 500 "variable doesn't hold a lock" and
     /// stops there, as on any release of a lock that is gone.
     ReleaseUntilFreed,
+    /// Keeps the protected process in lock-sidecar's own process group instead of one of its
+    /// own, as a Go `exec.Cmd` does: a SIGKILL of lock-sidecar's group takes it too.
+    SameGroup,
 }
 
 /// The switches in force.
@@ -164,7 +171,8 @@ mod tests {
                 "no-request-timeout",
                 "deadlock-on-sigterm",
                 "panics-on-late-409",
-                "retries-release-forever"
+                "retries-release-forever",
+                "no-parent-death-signal"
             ]
         );
         let variants: Vec<String> = Variant::value_variants().iter().map(value_name).collect();
@@ -175,7 +183,8 @@ mod tests {
                 "exit-1",
                 "exit-on-conflict",
                 "renew-third",
-                "release-until-freed"
+                "release-until-freed",
+                "same-group"
             ]
         );
     }

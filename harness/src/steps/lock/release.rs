@@ -108,6 +108,54 @@ async fn stop_with(w: &mut LockWorld, signal: String) -> StepResult {
     Ok(())
 }
 
+#[when("the client is killed with SIGKILL")]
+async fn killed(w: &mut LockWorld) -> StepResult {
+    wait_running(w, CLIENT).await?;
+    w.signalled_at = Some(Instant::now());
+    let client = w.client(CLIENT)?;
+    // The main process only: the harness then kills what is left in its group, as a driver
+    // cleaning up a task does; a group of the client's own making is the client's business.
+    let _ = client.signal(Signal::SIGKILL);
+    client.wait_exit(Duration::from_secs(5)).await;
+    Ok(())
+}
+
+#[then("the protected process ended soon after its client")]
+async fn no_orphan(w: &mut LockWorld) -> StepResult {
+    let within = w.lock_profile().stop_within;
+    let at = w.signalled_at.unwrap_or_else(Instant::now);
+    let scene = w.scene()?;
+    scene.listener.wait_ended(CLIENT, within).await;
+    let late = scene
+        .probes_of(CLIENT)
+        .into_iter()
+        .find(|p| p.end.is_none_or(|e| e > at + within));
+    let r = match late {
+        None => Ok(()),
+        Some(p) => Err(w.fail(
+            &format!(
+                "once its client is killed with SIGKILL, the protected process ends within {} (its client can no longer renew the lock: a parent-death signal, or the client's process group)",
+                fmt(within)
+            ),
+            &match p.end {
+                Some(e) => format!(
+                    "the protected process (pid {}) ended {} after the SIGKILL",
+                    p.pid,
+                    fmt(e.saturating_duration_since(at))
+                ),
+                None => format!(
+                    "the protected process (pid {}) was still running {} after the SIGKILL, in a process group the driver's cleanup did not reach",
+                    p.pid,
+                    fmt(within)
+                ),
+            },
+            &[],
+        )),
+    };
+    w.record_scene();
+    r
+}
+
 #[when("Nomad stops the task with SIGTERM while a renew hangs")]
 async fn stop_while_hung(w: &mut LockWorld) -> StepResult {
     if !w.config().pattern.is_shim() {
