@@ -2,11 +2,18 @@
 //!
 //! 1. the whole suite against the reference `mkdir` plugin completes in under 3 s;
 //! 2. the harness's overhead per plugin call is at most 2 ms above a bare fork/exec of the same
-//!    plugin.
+//!    plugin;
+//! 3. memory (issue 15): a plugin printing 50 MB within `--capture-limit 64MiB`, with the JSON,
+//!    HTML and JUnit reports written, peaks under 200 MB of RSS, and a normal run (the suite
+//!    against reference `mkdir`, `--profile fast`, the three reports) under 64 MB. The 50 MB case
+//!    is measured twice: output the reports quote as an excerpt (stdout that is not JSON), and
+//!    output a failure quotes whole (stdout that is one JSON string), whose failure text the
+//!    steps build in several copies.
 //!
 //! Run with `bench/dhv.sh` (or `cargo bench -p nomad-conform --bench dhv`). Not a test: timings
 //! depend on the machine, so nothing here asserts.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -15,6 +22,11 @@ use nomad_conform::process::{ExecSpec, run};
 
 const SUITE_TARGET: Duration = Duration::from_secs(3);
 const CALL_OVERHEAD_TARGET: Duration = Duration::from_millis(2);
+/// Peak RSS targets, in bytes (MB as the issue counts them).
+const FLOOD_RSS_TARGET: f64 = 200e6;
+const NORMAL_RSS_TARGET: f64 = 64e6;
+/// What the flooding plugin prints.
+const FLOOD_BYTES: u64 = 50 << 20;
 
 fn mkdir_plugin() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -87,6 +99,95 @@ fn per_call(calls: usize) -> (Duration, Duration) {
     (median(bare), median(harness))
 }
 
+/// Run the harness with `args` in `dir` and return its peak RSS in bytes (its own, through
+/// wait4(2): the bench's other children do not count).
+fn peak_rss(dir: &Path, args: &[&str]) -> f64 {
+    // Reaped below by wait4(2), which also gives its rusage (Child::wait would not).
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run the harness");
+    let pid = child.id() as nix::libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value of that plain C struct, and wait4 writes
+    // nothing but it and `status`.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not waited for yet (Child never waits on its own).
+    let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
+    usage.ru_maxrss as f64 * 1024.0
+}
+
+/// Peak RSS of a run against a plugin whose create prints 50 MB (`create`'s output), with
+/// `--capture-limit 64MiB` and the three reports.
+fn flood_rss(create: &str) -> f64 {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let plugin = dir.path().join("flood");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n\
+             fingerprint) echo '{{\"version\":\"1.0.0\"}}';;\n\
+             create) {create};;\n*) exit 0;;\nesac\n"
+        ),
+    )
+    .expect("write the plugin");
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755))
+        .expect("make the plugin executable");
+    peak_rss(
+        dir.path(),
+        &[
+            "dhv",
+            "./flood",
+            "--tags",
+            "@DHV-CREATE-SINGLE-JSON",
+            "--capture-limit",
+            "64MiB",
+            "--json",
+            "run.json",
+            "--html",
+            "run.html",
+            "--junit",
+            "run.xml",
+        ],
+    )
+}
+
+/// Peak RSS of the suite against reference `mkdir` with `--profile fast` and the three reports.
+fn normal_rss() -> f64 {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let plugin = mkdir_plugin();
+    peak_rss(
+        dir.path(),
+        &[
+            "dhv",
+            plugin.to_str().expect("a UTF-8 path"),
+            "--profile",
+            "fast",
+            "--json",
+            "run.json",
+            "--html",
+            "run.html",
+            "--junit",
+            "run.xml",
+        ],
+    )
+}
+
+fn print_rss(what: &str, peak: f64, target: f64) {
+    println!(
+        "peak RSS, {what}: {:.1} MB; target {:.0} MB -> ratio {:.2}",
+        peak / 1e6,
+        target / 1e6,
+        peak / target
+    );
+}
+
 fn main() {
     // `cargo bench` passes --bench; this benchmark takes no options.
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -107,5 +208,22 @@ fn main() {
         wall.as_secs_f64(),
         SUITE_TARGET.as_secs_f64(),
         wall.as_secs_f64() / SUITE_TARGET.as_secs_f64()
+    );
+    print_rss(
+        "reference mkdir, --profile fast, three reports",
+        normal_rss(),
+        NORMAL_RSS_TARGET,
+    );
+    print_rss(
+        "50 MB of stdout, --capture-limit 64MiB, three reports",
+        flood_rss(&format!("head -c {FLOOD_BYTES} /dev/zero | tr '\\0' a")),
+        FLOOD_RSS_TARGET,
+    );
+    print_rss(
+        "50 MB of stdout quoted whole in the failure (one JSON string)",
+        flood_rss(&format!(
+            "printf '\"'; head -c {FLOOD_BYTES} /dev/zero | tr '\\0' a; printf '\"'"
+        )),
+        FLOOD_RSS_TARGET,
     );
 }

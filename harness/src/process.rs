@@ -105,9 +105,16 @@ impl ExecOutput {
 
 /// Bounded capture of one output stream: the first and last `limit / 2` bytes are kept, and the
 /// total is counted.
+///
+/// The bytes are stored once. While the stream fits the limit they are one contiguous buffer,
+/// so that the whole of it can be read in place ([`Capture::bytes`]) without a copy; once it
+/// outgrows the limit the buffer is cut to the head and the rest goes through a ring buffer of
+/// the tail.
 #[derive(Clone, Debug)]
 pub struct Capture {
+    /// The whole stream while it fits the limit; once it did not, its first `half` bytes.
     head: Vec<u8>,
+    /// Once the stream outgrew the limit, its last `half` bytes; empty until then.
     tail: VecDeque<u8>,
     total: u64,
     half: usize,
@@ -124,21 +131,50 @@ impl Capture {
         }
     }
 
-    pub fn push(&mut self, mut chunk: &[u8]) {
+    /// Most bytes kept whole: past this the stream is cut to its head and tail.
+    fn whole_limit(&self) -> usize {
+        2 * self.half
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) {
         self.total += chunk.len() as u64;
-        if self.head.len() < self.half {
-            let take = (self.half - self.head.len()).min(chunk.len());
-            self.head.extend_from_slice(&chunk[..take]);
-            chunk = &chunk[take..];
-        }
-        if chunk.len() >= self.half {
+        let whole = self.tail.is_empty();
+        if whole && self.head.len() + chunk.len() <= self.whole_limit() {
+            self.head.extend_from_slice(chunk);
+        } else if whole {
+            self.split(chunk);
+        } else if chunk.len() >= self.half {
             self.tail.clear();
             self.tail.extend(&chunk[chunk.len() - self.half..]);
         } else {
-            self.tail.extend(chunk);
-            let excess = self.tail.len().saturating_sub(self.half);
+            // Room first, so that the ring never grows past `half`.
+            let excess = (self.tail.len() + chunk.len()).saturating_sub(self.half);
             self.tail.drain(..excess);
+            self.tail.extend(chunk);
         }
+    }
+
+    /// The stream (all of it in `head`, plus `chunk`) just outgrew the limit: keep its first
+    /// and last `half` bytes.
+    fn split(&mut self, chunk: &[u8]) {
+        let half = self.half;
+        let mut tail = VecDeque::with_capacity(half);
+        if chunk.len() >= half {
+            tail.extend(&chunk[chunk.len() - half..]);
+        } else {
+            // head + chunk > 2 * half, so head holds more than the `half - chunk` bytes needed.
+            let from_head = half - chunk.len();
+            tail.extend(&self.head[self.head.len() - from_head..]);
+            tail.extend(chunk);
+        }
+        if self.head.len() >= half {
+            self.head.truncate(half);
+        } else {
+            let take = half - self.head.len();
+            self.head.extend_from_slice(&chunk[..take]);
+        }
+        self.head.shrink_to_fit();
+        self.tail = tail;
     }
 
     pub fn total_bytes(&self) -> u64 {
@@ -149,40 +185,48 @@ impl Capture {
         self.total > (self.head.len() + self.tail.len()) as u64
     }
 
-    /// The whole stream, if it fitted in the capture limit.
+    /// The whole stream, in place, if it fitted in the capture limit.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        (!self.is_truncated()).then_some(self.head.as_slice())
+    }
+
+    /// A copy of the whole stream, if it fitted in the capture limit ([`Capture::bytes`]
+    /// reads it without copying).
     pub fn complete(&self) -> Option<Vec<u8>> {
-        if self.is_truncated() {
-            None
-        } else {
-            let mut v = self.head.clone();
-            v.extend(self.tail.iter());
-            Some(v)
-        }
+        self.bytes().map(<[u8]>::to_vec)
     }
 
     /// Lossy text of the stream, cut to `max` bytes (head and tail) with a marker in between.
     pub fn excerpt(&self, max: usize) -> Excerpt {
-        let kept = self.head.len() + self.tail.len();
-        if !self.is_truncated() && kept <= max {
-            let mut all = Vec::with_capacity(kept);
-            all.extend_from_slice(&self.head);
-            all.extend(self.tail.iter());
-            return Excerpt {
-                text: String::from_utf8_lossy(&all).into_owned(),
-                total_bytes: self.total,
-                truncated: false,
-            };
+        if let Some(all) = self.bytes() {
+            if all.len() <= max {
+                return Excerpt {
+                    text: String::from_utf8_lossy(all).into_owned(),
+                    total_bytes: self.total,
+                    truncated: false,
+                };
+            }
+            // Cut as if the stream were kept as a head of `half` bytes and a tail of the rest,
+            // so that an excerpt reads the same whichever way the bytes are stored.
+            let (head, tail) = all.split_at(all.len().min(self.half));
+            let keep = (max / 2).max(1);
+            let tail = &tail[tail.len() - keep.min(tail.len())..];
+            return self.cut(&head[..keep.min(head.len())], tail);
         }
         let keep = (max / 2).max(1);
-        let head = &self.head[..keep.min(self.head.len())];
         let n = keep.min(self.tail.len());
         let tail: Vec<u8> = self.tail.range(self.tail.len() - n..).copied().collect();
+        self.cut(&self.head[..keep.min(self.head.len())], &tail)
+    }
+
+    /// The excerpt of `head`, a marker saying how much was left out, and `tail`.
+    fn cut(&self, head: &[u8], tail: &[u8]) -> Excerpt {
         let omitted = self.total - head.len() as u64 - tail.len() as u64;
         Excerpt {
             text: format!(
                 "{}\n[... {omitted} bytes omitted ...]\n{}",
                 String::from_utf8_lossy(head),
-                String::from_utf8_lossy(&tail)
+                String::from_utf8_lossy(tail)
             ),
             total_bytes: self.total,
             truncated: true,
@@ -666,6 +710,74 @@ mod tests {
         assert!(ex.text.starts_with("abcd"), "{}", ex.text);
         assert!(ex.text.ends_with("mnop"), "{}", ex.text);
         assert!(ex.text.contains("8 bytes omitted"), "{}", ex.text);
+    }
+
+    /// What a capture of `limit` keeps of `stream`, as it was defined before the bytes were
+    /// stored once: the first half of the limit as the head, then the rest (at most the last
+    /// half) as the tail.
+    fn reference_excerpt(stream: &[u8], limit: usize, max: usize) -> (Option<Vec<u8>>, Excerpt) {
+        let half = (limit / 2).max(1);
+        let total = stream.len();
+        let head = &stream[..total.min(half)];
+        let rest = &stream[head.len()..];
+        let tail = &rest[rest.len() - rest.len().min(half)..];
+        let complete = (total <= head.len() + tail.len()).then(|| stream.to_vec());
+        if complete.is_some() && total <= max {
+            let text = String::from_utf8_lossy(stream).into_owned();
+            return (
+                complete,
+                Excerpt {
+                    text,
+                    total_bytes: total as u64,
+                    truncated: false,
+                },
+            );
+        }
+        let keep = (max / 2).max(1);
+        let h = &head[..keep.min(head.len())];
+        let t = &tail[tail.len() - keep.min(tail.len())..];
+        let text = format!(
+            "{}\n[... {} bytes omitted ...]\n{}",
+            String::from_utf8_lossy(h),
+            total - h.len() - t.len(),
+            String::from_utf8_lossy(t)
+        );
+        let excerpt = Excerpt {
+            text,
+            total_bytes: total as u64,
+            truncated: true,
+        };
+        (complete, excerpt)
+    }
+
+    #[test]
+    fn capture_reads_the_same_whatever_the_chunks() {
+        // Streams around the limit, cut into chunks of every size from one byte to more than
+        // the limit, read whole and through excerpts smaller and larger than what is kept.
+        // Multi-byte characters, so that cuts fall inside them too.
+        let pattern = "ab\u{e9}cd\nxyz\u{1f980}".as_bytes();
+        let stream: Vec<u8> = (0..200).map(|i| pattern[i % pattern.len()]).collect();
+        for limit in [1, 2, 7, 16, 33, 64] {
+            for len in [0, 1, 5, 8, 15, 16, 17, 31, 32, 33, 40, 65, 100, 200] {
+                for chunk in [1, 3, 8, 16, 17, 50, 300] {
+                    let stream = &stream[..len];
+                    let mut c = Capture::new(limit);
+                    for piece in stream.chunks(chunk) {
+                        c.push(piece);
+                    }
+                    assert_eq!(c.total_bytes(), len as u64);
+                    for max in [1, 4, 10, 16, 31, 64, 1000] {
+                        let (complete, excerpt) = reference_excerpt(stream, limit, max);
+                        let at =
+                            format!("limit {limit}, {len} bytes in chunks of {chunk}, max {max}");
+                        assert_eq!(c.complete(), complete, "{at}");
+                        assert_eq!(c.bytes(), complete.as_deref(), "{at}");
+                        assert_eq!(c.is_truncated(), complete.is_none(), "{at}");
+                        assert_eq!(c.excerpt(max), excerpt, "{at}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

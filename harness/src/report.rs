@@ -4,13 +4,14 @@
 //! it is or resolves to something the run must not replace: the plugin or another program the
 //! run executes, an input record, a directory, a device, FIFO or socket, or the path of another
 //! report of the same run; a missing or unwritable directory is said then too, once. Writing
-//! goes through [`nomad_conform_reports::output::write_report`].
+//! goes through [`nomad_conform_reports::output::write_report_with`], each report streamed into
+//! its file as it is rendered.
 
 use std::path::{Path, PathBuf};
 
 use nomad_conform_reports::model::RunRecord;
-use nomad_conform_reports::output::{check_writable, refuse_existing, resolve};
-use nomad_conform_reports::{html, json, junit, write_atomically};
+use nomad_conform_reports::output::{check_writable, refuse_existing, resolve, write_report_with};
+use nomad_conform_reports::{html, json, junit};
 
 use crate::cli::ReportFiles;
 use crate::error::HarnessError;
@@ -110,34 +111,32 @@ pub fn check_files(files: &ReportFiles, protected: &[Protected]) -> Result<(), H
     check_targets(&named(files), protected)
 }
 
+/// Each report is streamed into its file as it is rendered (through
+/// [`nomad_conform_reports::output::write_report_with`]): a record holding large outputs is not
+/// rendered into a string first.
 pub fn write_junit(record: &RunRecord, path: &Path) -> Result<(), HarnessError> {
-    let xml = junit::render(record).map_err(|e| HarnessError::Internal(e.to_string()))?;
-    write_atomically(path, &xml).map_err(|e| {
-        HarnessError::Internal(format!(
-            "failed to write JUnit report {}: {e}",
-            path.display()
-        ))
+    write_streamed(path, "JUnit report", |out| {
+        junit::write(record, out).map_err(std::io::Error::other)
     })
 }
 
 pub fn write_json(record: &RunRecord, path: &Path) -> Result<(), HarnessError> {
-    let text = json::render(record)
-        .map_err(|e| HarnessError::Internal(format!("failed to serialise the record: {e}")))?;
-    write_atomically(path, &text).map_err(|e| {
-        HarnessError::Internal(format!(
-            "failed to write JSON report {}: {e}",
-            path.display()
-        ))
-    })
+    write_streamed(path, "JSON report", |out| json::write(record, out))
 }
 
 pub fn write_html(record: &RunRecord, path: &Path) -> Result<(), HarnessError> {
-    let page = html::render(record).map_err(|e| HarnessError::Internal(e.to_string()))?;
-    write_atomically(path, &page).map_err(|e| {
-        HarnessError::Internal(format!(
-            "failed to write HTML report {}: {e}",
-            path.display()
-        ))
+    write_streamed(path, "HTML report", |out| {
+        html::write(record, out).map_err(std::io::Error::other)
+    })
+}
+
+fn write_streamed(
+    path: &Path,
+    what: &str,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), HarnessError> {
+    write_report_with(path, write).map_err(|e| {
+        HarnessError::Internal(format!("failed to write {what} {}: {e}", path.display()))
     })
 }
 

@@ -428,7 +428,8 @@ async fn a_failing_campaign_shows_the_violation_first() {
     );
     assert!(layout["drawn"].as_u64().unwrap_or(0) > 500, "{layout}");
     let png = c.screenshot().await.unwrap();
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/lock-timeline-report.png");
+    // Kept for people to look at, in the test build's scratch directory.
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lock-timeline-report.png");
     std::fs::write(&out, &png).unwrap();
     assert!(png.len() > 10_000, "a real screenshot");
     c.close().await.unwrap();

@@ -12,6 +12,7 @@
 //! shown through `<img src="data:...">`, where a browser runs no script and loads nothing.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use minijinja::{Environment, Value, context};
 use serde::Serialize;
@@ -23,6 +24,10 @@ use crate::model::{Attachment, Case, OpEvent, Request, Response, RunRecord, Verd
 use crate::transcript::{fmt_bytes, fmt_ms};
 
 const TEMPLATE: &str = include_str!("../templates/report.html");
+/// A group of clauses, included by the page for each group.
+const GROUP_TEMPLATE: &str = include_str!("../templates/group.html");
+/// One clause, included by a group for each of its cases.
+const CASE_TEMPLATE: &str = include_str!("../templates/case.html");
 
 #[derive(Debug, thiserror::Error)]
 #[error("failed to render the HTML report: {0}")]
@@ -40,62 +45,69 @@ fn status(case: &Case, strict: bool) -> &'static str {
     }
 }
 
+// The views borrow the record's text: it is copied once, into the template's values when the
+// context is built, and the page is written straight into its file (a failure quoting 50 MB of
+// a plugin's output is not also held as view fields, macro output and the whole page). Text
+// made for the page (the search text, a call's request and response) is made as a template
+// value directly.
+
 #[derive(Serialize)]
-struct GroupView {
+struct GroupView<'a> {
     name: String,
     /// For a group of blocked clauses: the clause that blocked them.
-    root: Option<String>,
+    root: Option<&'a str>,
     counts: BTreeMap<&'static str, usize>,
-    cases: Vec<CaseView>,
+    cases: Vec<CaseView<'a>>,
 }
 
 #[derive(Serialize)]
-struct CaseView {
-    id: String,
-    title: String,
+struct CaseView<'a> {
+    id: &'a str,
+    title: &'a str,
     level: &'static str,
     status: &'static str,
     verdict: &'static str,
     duration: String,
-    text: String,
-    basis: Option<String>,
-    reason: Option<String>,
+    text: &'a str,
+    basis: Option<&'a str>,
+    reason: Option<&'a str>,
     /// The clause that blocked this one.
-    blocked_by: Option<String>,
+    blocked_by: Option<&'a str>,
     /// Clauses this one blocked (it is their root cause).
-    blocks: Vec<String>,
-    rerun: Option<String>,
-    notes: Vec<String>,
-    steps: Vec<StepView>,
-    events: Vec<EventView>,
-    attachments: Vec<AttachmentView>,
+    blocks: Vec<&'a str>,
+    rerun: Option<&'a str>,
+    notes: &'a [String],
+    steps: Vec<StepView<'a>>,
+    events: Vec<EventView<'a>>,
+    attachments: Vec<AttachmentView<'a>>,
     spec: String,
     /// Lower-case text the search box matches against.
-    search: String,
+    search: Value,
 }
 
 #[derive(Serialize)]
-struct AttachmentView {
-    title: String,
-    media_type: String,
+struct AttachmentView<'a> {
+    title: &'a str,
+    media_type: &'a str,
     size: String,
     /// Base64 of a complete SVG drawing, shown as `<img src="data:image/svg+xml;base64,...">`
     /// (only base64 characters, so the template need not escape it).
-    svg_base64: Option<String>,
+    svg_base64: Option<Value>,
     /// The content of anything else, shown as escaped text.
-    text: Option<String>,
+    text: Option<&'a str>,
     /// Set when the content was cut: says how much is shown.
     truncated: Option<String>,
 }
 
-fn attachment_view(a: &Attachment) -> AttachmentView {
+fn attachment_view(a: &Attachment) -> AttachmentView<'_> {
     let svg = a.is_svg();
     AttachmentView {
-        title: a.title.clone(),
-        media_type: a.media_type.clone(),
+        title: &a.title,
+        media_type: &a.media_type,
         size: fmt_bytes(a.total_bytes),
-        svg_base64: svg.then(|| base64::engine::general_purpose::STANDARD.encode(&a.content)),
-        text: (!svg).then(|| a.content.clone()),
+        svg_base64: svg
+            .then(|| Value::from(base64::engine::general_purpose::STANDARD.encode(&a.content))),
+        text: (!svg).then_some(a.content.as_str()),
         truncated: a.truncated.then(|| {
             let drawn = if a.media_type == crate::model::MEDIA_SVG {
                 "too large to draw; "
@@ -113,26 +125,26 @@ fn attachment_view(a: &Attachment) -> AttachmentView {
 
 /// The problems of one kind at the top of the page.
 #[derive(Serialize)]
-struct AttentionGroupView {
+struct AttentionGroupView<'a> {
     key: &'static str,
     heading: &'static str,
-    entries: Vec<AttentionView>,
+    entries: Vec<AttentionView<'a>>,
 }
 
 #[derive(Serialize)]
-struct AttentionView {
-    id: String,
-    title: String,
+struct AttentionView<'a> {
+    id: &'a str,
+    title: &'a str,
     level: &'static str,
     label: &'static str,
     /// The case's status (its colour).
     status: &'static str,
     reason: String,
-    blocked_by: Option<String>,
-    rerun: Option<String>,
+    blocked_by: Option<&'a str>,
+    rerun: Option<&'a str>,
 }
 
-fn attention_groups(record: &RunRecord) -> Vec<AttentionGroupView> {
+fn attention_groups(record: &RunRecord) -> Vec<AttentionGroupView<'_>> {
     let entries = needs_attention(record);
     Problem::ALL
         .iter()
@@ -143,14 +155,14 @@ fn attention_groups(record: &RunRecord) -> Vec<AttentionGroupView> {
                 .iter()
                 .filter(|e| e.problem == *p)
                 .map(|e| AttentionView {
-                    id: e.case.clause.clone(),
-                    title: e.case.title.clone(),
+                    id: &e.case.clause,
+                    title: &e.case.title,
                     level: e.case.level.as_str(),
                     label: p.label(),
                     status: status(e.case, record.strict),
                     reason: e.reason.clone(),
-                    blocked_by: e.case.blocked_by.clone(),
-                    rerun: e.case.rerun.clone(),
+                    blocked_by: e.case.blocked_by.as_deref(),
+                    rerun: e.case.rerun.as_deref(),
                 })
                 .collect(),
         })
@@ -159,30 +171,30 @@ fn attention_groups(record: &RunRecord) -> Vec<AttentionGroupView> {
 }
 
 #[derive(Serialize)]
-struct StepView {
-    keyword: String,
-    text: String,
+struct StepView<'a> {
+    keyword: &'a str,
+    text: &'a str,
     outcome: String,
 }
 
 #[derive(Serialize)]
-struct EventView {
-    operation: String,
+struct EventView<'a> {
+    operation: &'a str,
     started: String,
     duration: String,
     deadline: Option<String>,
     /// Width of the timing bar, percent of the deadline (capped at 100).
     percent: f64,
     over: bool,
-    request: String,
-    response: String,
+    request: Value,
+    response: Value,
     outcome: String,
     ok: bool,
-    reproduce: Option<String>,
-    notes: Vec<String>,
+    reproduce: Option<&'a str>,
+    notes: &'a [String],
 }
 
-fn event_view(ev: &OpEvent) -> EventView {
+fn event_view(ev: &OpEvent) -> EventView<'_> {
     let (percent, over) = match ev.deadline_ms {
         Some(d) if d > 0 => {
             let p = ev.duration_ms / d as f64 * 100.0;
@@ -209,13 +221,10 @@ fn event_view(ev: &OpEvent) -> EventView {
             let mut resp = String::new();
             for (name, ex) in [("stdout", stdout), ("stderr", stderr)] {
                 if ex.total_bytes == 0 {
-                    resp.push_str(&format!("{name}: (empty)\n"));
+                    let _ = writeln!(resp, "{name}: (empty)");
                 } else {
                     let cut = if ex.truncated { ", excerpt" } else { "" };
-                    resp.push_str(&format!(
-                        "{name} ({} bytes{cut}):\n{}\n",
-                        ex.total_bytes, ex.text
-                    ));
+                    let _ = writeln!(resp, "{name} ({} bytes{cut}):\n{}", ex.total_bytes, ex.text);
                 }
             }
             let ok = matches!(status, crate::model::ExitStatus::Exited { code: 0 });
@@ -230,18 +239,18 @@ fn event_view(ev: &OpEvent) -> EventView {
         ),
     };
     EventView {
-        operation: ev.operation.clone(),
+        operation: &ev.operation,
         started: fmt_ms(ev.started_ms as f64),
         duration: fmt_ms(ev.duration_ms),
         deadline: ev.deadline_ms.map(|d| fmt_ms(d as f64)),
         percent,
         over,
-        request,
-        response,
+        request: Value::from(request),
+        response: Value::from(response),
         outcome,
         ok,
-        reproduce: ev.reproduce.clone(),
-        notes: ev.notes.clone(),
+        reproduce: ev.reproduce.as_deref(),
+        notes: &ev.notes,
     }
 }
 
@@ -283,7 +292,7 @@ fn outcome_of(r: &Response) -> String {
     }
 }
 
-fn case_view(case: &Case, record: &RunRecord) -> CaseView {
+fn case_view<'a>(case: &'a Case, record: &'a RunRecord) -> CaseView<'a> {
     let strict = record.strict;
     let search = format!(
         "{} {} {} {} {}",
@@ -295,49 +304,49 @@ fn case_view(case: &Case, record: &RunRecord) -> CaseView {
     )
     .to_lowercase();
     CaseView {
-        id: case.clause.clone(),
-        title: case.title.clone(),
+        id: &case.clause,
+        title: &case.title,
         level: case.level.as_str(),
         status: status(case, strict),
         verdict: case.verdict.as_str(),
         duration: fmt_ms(case.duration_ms as f64),
-        text: case.text.clone(),
-        basis: case.basis.clone(),
-        reason: case.reason.clone(),
-        blocked_by: case.blocked_by.clone(),
+        text: &case.text,
+        basis: case.basis.as_deref(),
+        reason: case.reason.as_deref(),
+        blocked_by: case.blocked_by.as_deref(),
         blocks: record
             .cases
             .iter()
             .filter(|c| {
                 c.verdict == Verdict::Blocked && c.blocked_by.as_deref() == Some(&case.clause)
             })
-            .map(|c| c.clause.clone())
+            .map(|c| c.clause.as_str())
             .collect(),
-        rerun: case.rerun.clone(),
-        notes: case.notes.clone(),
+        rerun: case.rerun.as_deref(),
+        notes: &case.notes,
         steps: case
             .steps
             .iter()
             .map(|s| StepView {
-                keyword: s.keyword.clone(),
-                text: s.text.clone(),
+                keyword: &s.keyword,
+                text: &s.text,
                 outcome: format!("{:?}", s.outcome).to_lowercase(),
             })
             .collect(),
         events: case.events.iter().map(event_view).collect(),
         attachments: case.attachments.iter().map(attachment_view).collect(),
         spec: format!("{}:{}", case.spec_file, case.line),
-        search,
+        search: Value::from(search),
     }
 }
 
 /// Add `case` to the group called `name`, making the group at the end when it is new.
-fn add_to_group(
-    groups: &mut Vec<GroupView>,
+fn add_to_group<'a>(
+    groups: &mut Vec<GroupView<'a>>,
     name: String,
-    root: Option<String>,
-    case: &Case,
-    record: &RunRecord,
+    root: Option<&'a str>,
+    case: &'a Case,
+    record: &'a RunRecord,
 ) {
     let i = match groups.iter().position(|g| g.name == name) {
         Some(i) => i,
@@ -358,12 +367,25 @@ fn add_to_group(
 
 /// Render the record as one self-contained HTML page.
 pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
+    let mut page = Vec::new();
+    write(record, &mut page)?;
+    String::from_utf8(page).map_err(|e| {
+        HtmlError(minijinja::Error::new(
+            minijinja::ErrorKind::BadSerialization,
+            e.to_string(),
+        ))
+    })
+}
+
+/// [`render`], streamed into `out` as the template runs (the same bytes): the page is never
+/// held in memory whole.
+pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), HtmlError> {
     // The clauses that did not pass, grouped by operation in the order each operation's
     // first clause appears in the specs (fingerprint, create, ...), blocked clauses after
     // them, one group per root cause; then, folded, the passed and skipped ones by operation.
     let passing = |c: &Case| matches!(c.verdict, Verdict::Pass | Verdict::Skip);
-    let mut problem_groups: Vec<GroupView> = Vec::new();
-    let mut passing_groups: Vec<GroupView> = Vec::new();
+    let mut problem_groups: Vec<GroupView<'_>> = Vec::new();
+    let mut passing_groups: Vec<GroupView<'_>> = Vec::new();
     for case in &record.cases {
         if case.verdict == Verdict::Blocked {
             continue;
@@ -380,7 +402,7 @@ pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
             add_to_group(
                 &mut problem_groups,
                 format!("blocked by {root}"),
-                Some(root.to_string()),
+                Some(root),
                 case,
                 record,
             );
@@ -443,8 +465,10 @@ pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
     let assessment = record.assessment();
     let mut jinja = Environment::new();
     jinja.add_template("report.html", TEMPLATE)?;
+    jinja.add_template("group.html", GROUP_TEMPLATE)?;
+    jinja.add_template("case.html", CASE_TEMPLATE)?;
     let tmpl = jinja.get_template("report.html")?;
-    Ok(tmpl.render(context! {
+    let context = context! {
         kind => record.kind.clone(),
         plugin => record.subject.plugin.clone(),
         version => record.subject.version.clone(),
@@ -460,5 +484,9 @@ pub fn render(record: &RunRecord) -> Result<String, HtmlError> {
         passing_total => passing_count,
         environment => Value::from(minijinja::value::Serde(&env)),
         generated => format!("{} {}", record.harness.name, record.harness.version),
-    })?)
+    };
+    // The views and the borrowed text are not needed any more: the context holds its own.
+    drop((problem_groups, passing_groups));
+    tmpl.render_captured_to(context, out)?;
+    Ok(())
 }

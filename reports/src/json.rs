@@ -8,6 +8,12 @@ pub fn render(record: &RunRecord) -> Result<String, serde_json::Error> {
     Ok(text)
 }
 
+/// [`render`], streamed into `out` as it is serialised (the same bytes).
+pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, record)?;
+    out.write_all(b"\n")
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
     #[error("not a nomad-conform run record: {0}")]

@@ -9,9 +9,12 @@
 //! The output validates against the Jenkins xunit `junit-10.xsd`.
 
 use std::collections::BTreeMap;
+use std::io;
 use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{
+    NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite, XmlString,
+};
 
 use crate::model::{Case, RunRecord, Verdict};
 use crate::transcript::{attachments_transcript, case_transcript};
@@ -30,6 +33,40 @@ pub enum JunitError {
 
 /// Render the record as a JUnit XML document.
 pub fn render(record: &RunRecord) -> Result<String, JunitError> {
+    let mut xml = Vec::new();
+    write(record, &mut xml)?;
+    String::from_utf8(xml).map_err(|e| JunitError::Rewrite(e.to_string()))
+}
+
+/// [`render`], streamed into `out` as it is serialised (the same bytes): the document is never
+/// held in memory whole, and neither is the escaped text of a case. quick-junit serialises the
+/// report with a short stand-in for each case's failure text and `system-out`; the stand-ins
+/// are replaced by the escaped text as they pass by, one case at a time.
+pub fn write(record: &RunRecord, out: &mut dyn io::Write) -> Result<(), JunitError> {
+    let mut texts = StandIns::new();
+    let report = report(record, &mut |case, part| texts.add(case, part));
+    let mut out = JunitOut {
+        out,
+        head: Some(Vec::new()),
+        texts: &texts,
+        written: 0,
+    };
+    report.serialize(&mut out)?;
+    if out.head.is_some() {
+        return Err(JunitError::Rewrite("no <testsuites> element".into()));
+    }
+    if out.written != texts.parts.len() {
+        return Err(JunitError::Rewrite(format!(
+            "{} of {} case texts were written",
+            out.written,
+            texts.parts.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The report quick-junit serialises, each case's texts as `text` gives them.
+fn report<'a>(record: &'a RunRecord, text: &mut dyn FnMut(&'a Case, Part) -> String) -> Report {
     let mut report = Report::new(format!("nomad-conform {}", record.kind));
     report.set_timestamp(record.started_at.fixed_offset());
     report.set_time(elapsed(record));
@@ -50,15 +87,184 @@ pub fn render(record: &RunRecord) -> Result<String, JunitError> {
         }
         let mut total = Duration::ZERO;
         for case in cases {
-            let tc = testcase(record, case);
+            let tc = testcase_with(record, case, text);
             total += Duration::from_millis(case.duration_ms);
             suite.add_test_case(tc);
         }
         suite.set_time(total);
         report.add_test_suite(suite);
     }
-    let xml = report.to_string()?;
-    strip_root_attributes(&xml)
+    report
+}
+
+/// The long texts of a testcase: they go into the document as it is written, not into the
+/// report quick-junit holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// The body of `<failure>`, `<error>` or `<skipped>`.
+    Description,
+    /// `<system-out>`: the transcript of the case's calls and its attachments.
+    SystemOut,
+}
+
+impl Part {
+    /// The text, whole.
+    fn text(self, case: &Case) -> String {
+        match self.pieces(case) {
+            Some(pieces) => pieces.concat(),
+            None => system_out(case),
+        }
+    }
+
+    /// The text as pieces of the record, when it is made of them.
+    fn pieces(self, case: &Case) -> Option<Vec<&str>> {
+        match (self, case.verdict) {
+            (Part::Description, Verdict::Skip) => {
+                Some(vec![case.reason.as_deref().unwrap_or("skipped")])
+            }
+            (Part::Description, _) => Some(failure_body_parts(case)),
+            (Part::SystemOut, _) => None,
+        }
+    }
+}
+
+/// The stand-ins of one document: `<nonce><n>` for the `n`th text. The nonce is random per
+/// document, so no text a plugin wrote can pass for one.
+struct StandIns<'a> {
+    nonce: String,
+    parts: Vec<(&'a Case, Part)>,
+}
+
+impl<'a> StandIns<'a> {
+    fn new() -> Self {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        let random = |salt: u64| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(salt);
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_nanos(),
+            );
+            h.finish()
+        };
+        StandIns {
+            nonce: format!("nomad-conform-text-{:016x}{:016x}-", random(1), random(2)),
+            parts: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, case: &'a Case, part: Part) -> String {
+        self.parts.push((case, part));
+        format!("{}{}", self.nonce, self.parts.len() - 1)
+    }
+
+    /// The text `stand_in` stands for, if it is one of ours.
+    fn part(&self, stand_in: &[u8]) -> Option<(&'a Case, Part)> {
+        let n = stand_in.strip_prefix(self.nonce.as_bytes())?;
+        let n: usize = std::str::from_utf8(n).ok()?.parse().ok()?;
+        self.parts.get(n).copied()
+    }
+}
+
+/// Where quick-junit writes the document: passes it on to `out` with
+/// [`strip_root_attributes`] applied to the root start tag (held back until it is complete),
+/// and with each stand-in replaced by its text, made safe as quick-junit makes text safe
+/// ([`XmlString`]) and escaped as quick-xml escapes it. quick-xml writes the content of a text
+/// element in one write, so a stand-in is always a write of its own.
+struct JunitOut<'a, 'r> {
+    out: &'a mut dyn io::Write,
+    /// What came before the end of the root start tag, while it has not been seen.
+    head: Option<Vec<u8>>,
+    texts: &'a StandIns<'r>,
+    /// How many stand-ins were replaced.
+    written: usize,
+}
+
+impl JunitOut<'_, '_> {
+    fn text(&mut self, case: &Case, part: Part) -> io::Result<()> {
+        self.written += 1;
+        // A text that quick-junit would not change is escaped from where it is in the record;
+        // others are cleaned into a copy first (that drops ANSI escapes and control
+        // characters).
+        if let Some(pieces) = part.pieces(case)
+            && pieces.iter().all(|p| xml_unchanged(p))
+        {
+            for p in pieces {
+                write_escaped(self.out, p)?;
+            }
+            return Ok(());
+        }
+        let text = part.text(case);
+        if xml_unchanged(&text) {
+            write_escaped(self.out, &text)
+        } else {
+            write_escaped(self.out, XmlString::new(&text).as_str())
+        }
+    }
+}
+
+impl io::Write for JunitOut<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let Some(head) = &mut self.head else {
+            match self.texts.part(buf) {
+                Some((case, part)) => self.text(case, part)?,
+                None => self.out.write_all(buf)?,
+            }
+            return Ok(buf.len());
+        };
+        head.extend_from_slice(buf);
+        let Some(end) = root_tag_end(head) else {
+            return Ok(buf.len());
+        };
+        let tag = std::str::from_utf8(&head[..=end]).map_err(io::Error::other)?;
+        let rewritten = strip_root_attributes(tag).map_err(io::Error::other)?;
+        self.out.write_all(rewritten.as_bytes())?;
+        self.out.write_all(&head[end + 1..])?;
+        self.head = None;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Whether quick-junit's [`XmlString`] would leave `text` as it is: it drops ANSI escape
+/// sequences and every control character but the newline (C0 and C1), and nothing else.
+fn xml_unchanged(text: &str) -> bool {
+    !text
+        .chars()
+        .any(|c| (c < ' ' && c != '\n') || ('\u{80}'..='\u{9f}').contains(&c))
+}
+
+/// `text` escaped as quick-xml escapes text content (`<`, `>`, `&`, `'` and `"`), written piece
+/// by piece.
+fn write_escaped(out: &mut dyn io::Write, text: &str) -> io::Result<()> {
+    let mut rest = text;
+    while let Some(i) = rest.find(['<', '>', '&', '\'', '"']) {
+        out.write_all(&rest.as_bytes()[..i])?;
+        out.write_all(match rest.as_bytes()[i] {
+            b'<' => b"&lt;",
+            b'>' => b"&gt;",
+            b'&' => b"&amp;",
+            b'\'' => b"&apos;",
+            _ => b"&quot;",
+        })?;
+        rest = &rest[i + 1..];
+    }
+    out.write_all(rest.as_bytes())
+}
+
+/// Where the `>` closing the `<testsuites` start tag is, once it has been written.
+fn root_tag_end(xml: &[u8]) -> Option<usize> {
+    const ROOT: &[u8] = b"<testsuites";
+    let start = xml.windows(ROOT.len()).position(|w| w == ROOT)?;
+    xml[start..]
+        .iter()
+        .position(|b| *b == b'>')
+        .map(|i| start + i)
 }
 
 fn suite_name(record: &RunRecord, file: &str) -> String {
@@ -115,13 +321,21 @@ pub fn properties(record: &RunRecord) -> Vec<(String, String)> {
 
 /// The testcase of one clause (also used by the fleet report, one suite per node × plugin).
 pub(crate) fn testcase(record: &RunRecord, case: &Case) -> TestCase {
+    testcase_with(record, case, &mut |case, part| part.text(case))
+}
+
+/// [`testcase`] with its long texts as `text` gives them (whole, or stand-ins).
+fn testcase_with<'a>(
+    record: &RunRecord,
+    case: &'a Case,
+    text: &mut dyn FnMut(&'a Case, Part) -> String,
+) -> TestCase {
     let status = match case.verdict {
         Verdict::Pass => TestCaseStatus::success(),
         Verdict::Skip => {
             let mut s = TestCaseStatus::skipped();
-            let reason = case.reason.clone().unwrap_or_else(|| "skipped".into());
-            s.set_message(first_line(&reason));
-            s.set_description(reason);
+            s.set_message(first_line(case.reason.as_deref().unwrap_or("skipped")));
+            s.set_description(text(case, Part::Description));
             s
         }
         v => {
@@ -131,21 +345,31 @@ pub(crate) fn testcase(record: &RunRecord, case: &Case) -> TestCase {
                 NonSuccessKind::Failure
             };
             let mut s = TestCaseStatus::non_success(kind);
-            let reason = case.reason.clone().unwrap_or_default();
+            let reason = case.reason.as_deref().unwrap_or_default();
             let level = if case.is_blocking(record.strict) || v == Verdict::Error {
                 case.level.as_str().to_string()
             } else {
                 format!("{} (warning)", case.level.as_str())
             };
             s.set_type(v.as_str());
-            s.set_message(format!("{level}: {}", first_line(&reason)));
-            s.set_description(failure_body(case, &reason));
+            s.set_message(format!("{level}: {}", first_line(reason)));
+            s.set_description(text(case, Part::Description));
             s
         }
     };
     let mut tc = TestCase::new(case.display_name(), status);
     tc.set_classname(case.classname());
     tc.set_time(Duration::from_millis(case.duration_ms));
+    // Every call and every attachment adds a line, so the transcript is empty only without
+    // either.
+    if !case.events.is_empty() || !case.attachments.is_empty() {
+        tc.set_system_out(text(case, Part::SystemOut));
+    }
+    tc
+}
+
+/// `system-out` of a case: the transcript of its calls, then its attachments.
+fn system_out(case: &Case) -> String {
     let mut transcript = case_transcript(case);
     let attachments = attachments_transcript(case, MAX_ATTACHMENT_TEXT);
     if !attachments.is_empty() {
@@ -154,35 +378,31 @@ pub(crate) fn testcase(record: &RunRecord, case: &Case) -> TestCase {
         }
         transcript.push_str(&attachments);
     }
-    if !transcript.is_empty() {
-        tc.set_system_out(transcript);
-    }
-    tc
+    transcript
 }
 
-fn failure_body(case: &Case, reason: &str) -> String {
-    let mut body = format!(
-        "{} ({}): {}\n",
-        case.clause,
+/// The body of a failure, in pieces: the clause, its text and basis, the reason, the rerun
+/// line.
+fn failure_body_parts(case: &Case) -> Vec<&str> {
+    let mut body = vec![
+        case.clause.as_str(),
+        " (",
         case.level.as_str(),
-        case.title
-    );
+        "): ",
+        case.title.as_str(),
+        "\n",
+    ];
     if !case.text.is_empty() {
-        body.push_str(&case.text);
-        body.push('\n');
+        body.extend([case.text.as_str(), "\n"]);
     }
     if let Some(basis) = &case.basis {
-        body.push_str("Basis: ");
-        body.push_str(basis);
-        body.push('\n');
+        body.extend(["Basis: ", basis.as_str(), "\n"]);
     }
-    body.push('\n');
-    body.push_str(reason);
+    body.extend(["\n", case.reason.as_deref().unwrap_or_default()]);
     if let Some(rerun) = &case.rerun {
-        body.push_str("\n\nrerun this clause: ");
-        body.push_str(rerun);
+        body.extend(["\n\nrerun this clause: ", rerun.as_str()]);
     }
-    body.push('\n');
+    body.push("\n");
     body
 }
 
@@ -236,4 +456,71 @@ fn parse_attributes(s: &str) -> Result<Vec<(&str, &str)>, JunitError> {
         rest = after[close + 1..].trim_start();
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Attachment, Excerpt, MEDIA_TEXT, Response};
+
+    /// The document as quick-junit writes it with every text given whole: what [`write`]
+    /// must write.
+    fn whole(record: &RunRecord) -> String {
+        let xml = report(record, &mut |case, part| part.text(case))
+            .to_string()
+            .unwrap();
+        strip_root_attributes(&xml).unwrap()
+    }
+
+    #[test]
+    fn streamed_texts_read_as_quick_junit_writes_them() {
+        let mut record = crate::json::parse(include_str!("../tests/data/golden-run.json")).unwrap();
+        // Text that needs escaping, and text quick-junit cleans: ANSI colours, tabs, carriage
+        // returns, C0 and C1 controls.
+        let nasty = [
+            "plain text\nover lines",
+            "<b>bold</b> & 'quoted' \"twice\"",
+            "\u{1b}[31mred\u{1b}[0m and \u{1b}]0;title\u{7}",
+            "tab\there\r\nand\u{0}nul\u{85}next line",
+            "unicode: é € 🦀 \u{a0}",
+        ];
+        for (i, case) in record.cases.iter_mut().enumerate() {
+            let text = nasty[i % nasty.len()];
+            case.reason = Some(format!("{text}\nseen: {text}"));
+            case.text = format!("{} {text}", case.text);
+            if let Some(ev) = case.events.first_mut()
+                && let Response::Exec { stdout, .. } = &mut ev.response
+            {
+                *stdout = Excerpt {
+                    text: text.into(),
+                    total_bytes: text.len() as u64,
+                    truncated: false,
+                };
+            }
+            case.attachments
+                .push(Attachment::new("log", MEDIA_TEXT, format!("{text}\n")));
+        }
+        let mut verdicts = record.cases.iter().map(|c| c.verdict).collect::<Vec<_>>();
+        verdicts.dedup();
+        assert!(verdicts.len() > 2, "{verdicts:?}");
+        assert_eq!(render(&record).unwrap(), whole(&record));
+        // A skipped case without a reason, and a case with neither calls nor attachments.
+        record.cases[0].verdict = Verdict::Skip;
+        record.cases[0].reason = None;
+        record.cases[1].events.clear();
+        record.cases[1].attachments.clear();
+        assert_eq!(render(&record).unwrap(), whole(&record));
+    }
+
+    #[test]
+    fn texts_quick_junit_leaves_alone_are_known() {
+        for text in ["a\nb", "<&'\">", "é € 🦀 \u{a0}\u{7f}", ""] {
+            assert!(xml_unchanged(text), "{text:?}");
+            assert_eq!(XmlString::new(text).as_str(), text);
+        }
+        for text in ["a\tb", "a\rb", "\u{1b}[1m", "\u{85}", "\u{9b}1m", "\u{0}"] {
+            assert!(!xml_unchanged(text), "{text:?}");
+            assert_ne!(XmlString::new(text).as_str(), text);
+        }
+    }
 }

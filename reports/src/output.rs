@@ -3,7 +3,6 @@
 //! temporary file in the same directory and a rename, so a reader never sees half a report and
 //! a device, FIFO, socket or directory given by mistake is left alone.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Symlinks followed before giving up (the kernel's own limit is 40).
@@ -101,6 +100,16 @@ pub fn refuse_existing(resolved: &Path) -> Result<(), OutputError> {
 /// Write `contents` as the report at `path`: resolved through symlinks, refused unless absent
 /// or a regular file, written to a new temporary file beside it and renamed over it.
 pub fn write_report(path: &Path, contents: &str) -> Result<(), OutputError> {
+    write_report_with(path, |w| w.write_all(contents.as_bytes()))
+}
+
+/// [`write_report`] for a report that `write` streams into the file as it renders it, through
+/// a buffer: the report is never held in memory whole. When `write` fails, nothing is left at
+/// `path` or beside it.
+pub fn write_report_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), OutputError> {
     let target = resolve(path)?;
     refuse_existing(&target)?;
     let dir = target.parent().unwrap_or(Path::new("/"));
@@ -112,10 +121,14 @@ pub fn write_report(path: &Path, contents: &str) -> Result<(), OutputError> {
         let path = path.to_path_buf();
         move |source| OutputError::Io { path, source }
     };
-    let (tmp, mut file) = new_temporary(dir, &name).map_err(io(dir))?;
-    let written = file
-        .write_all(contents.as_bytes())
-        .and_then(|()| file.sync_all())
+    let (tmp, file) = new_temporary(dir, &name).map_err(io(dir))?;
+    let mut out = std::io::BufWriter::with_capacity(WRITE_BUFFER, file);
+    let written = write(&mut out)
+        .and_then(|()| {
+            out.into_inner()
+                .map_err(std::io::IntoInnerError::into_error)
+        })
+        .and_then(|file| file.sync_all())
         .and_then(|()| {
             // Checked again just before the rename: something may have appeared meanwhile.
             refuse_existing(&target).map_err(std::io::Error::other)?;
@@ -127,6 +140,9 @@ pub fn write_report(path: &Path, contents: &str) -> Result<(), OutputError> {
     }
     Ok(())
 }
+
+/// The buffer between a streaming writer and the report file.
+const WRITE_BUFFER: usize = 64 * 1024;
 
 /// A file of our own beside the report (never an existing one: `create_new`).
 fn new_temporary(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
@@ -170,6 +186,23 @@ mod tests {
         write_report(&p, "two").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "two");
         // Nothing else is left in the directory.
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_streamed_report_that_fails_leaves_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.html");
+        write_report_with(&p, |w| w.write_all(b"<html>")).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "<html>");
+        let e = write_report_with(&p, |w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("render failed"))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("render failed"), "{e}");
+        // The earlier report is untouched and no temporary file is left.
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "<html>");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }
 

@@ -165,14 +165,16 @@ impl Call {
         self.out.status == ExitStatus::KilledAtDeadline
     }
 
-    /// Complete stdout, if it fitted in the capture limit.
+    /// A copy of complete stdout, if it fitted in the capture limit ([`Call::stdout_json`]
+    /// reads it in place).
     pub fn stdout(&self) -> Option<Vec<u8>> {
         self.out.stdout.complete()
     }
 
+    /// Complete stdout decoded as Nomad decodes it, read where it was captured: no copy of up
+    /// to the capture limit per check.
     pub fn stdout_json(&self) -> Result<serde_json::Value, response::StdoutProblem> {
-        let bytes = self.stdout();
-        response::single_json(bytes.as_deref(), self.out.stdout.total_bytes())
+        response::single_json(self.out.stdout.bytes(), self.out.stdout.total_bytes())
     }
 
     /// The value of one variable of the call's environment.
