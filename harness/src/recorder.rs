@@ -261,7 +261,7 @@ impl RunStore {
         let mut blocked_by = None;
         let (mut verdict, mut reason) = if interrupted {
             (
-                Verdict::Error,
+                Verdict::Interrupted,
                 Some("interrupted: the run was stopped before this clause finished".to_string()),
             )
         } else if let Some(h) = &flight.hook_error {

@@ -111,10 +111,12 @@ fn bad_targets_are_usage_errors() {
 }
 
 #[test]
-fn unreachable_or_dying_plugins_exit_3_with_a_clear_error() {
+fn missing_unreachable_or_dying_plugins_get_a_clear_error() {
+    // A socket path with nothing there is the user's input (exit 2, see tests/bad_input.rs);
+    // a plugin that cannot be reached or dies is exit 3.
     let (code, _, stderr) = run(&["csi", "--endpoint", "unix:///nonexistent/csi.sock"]);
-    assert_eq!(code, 3, "{stderr}");
-    assert!(stderr.contains("cannot reach the plugin"), "{stderr}");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no such socket"), "{stderr}");
 
     let (code, _, stderr) = run(&["csi", "--launch", "sh -c 'echo broken config >&2; exit 1'"]);
     assert_eq!(code, 3, "{stderr}");

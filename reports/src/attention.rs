@@ -34,7 +34,7 @@ impl Problem {
     pub fn of(case: &Case, strict: bool) -> Option<Problem> {
         let blocking = case.is_blocking(strict);
         match case.verdict {
-            Verdict::Pass | Verdict::Skip => None,
+            Verdict::Pass | Verdict::Skip | Verdict::Interrupted => None,
             Verdict::Blocked => Some(Problem::Blocked),
             Verdict::Error => Some(Problem::Error),
             // Whatever the level: what was left behind is on the machine either way.

@@ -38,6 +38,7 @@ fn status(case: &Case, strict: bool) -> &'static str {
     match case.verdict {
         Verdict::Pass => "pass",
         Verdict::Skip => "skip",
+        Verdict::Interrupted => "interrupted",
         Verdict::Error => "error",
         Verdict::Blocked => "blocked",
         _ if case.is_blocking(strict) => "fail",
@@ -383,7 +384,12 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
     // The clauses that did not pass, grouped by operation in the order each operation's
     // first clause appears in the specs (fingerprint, create, ...), blocked clauses after
     // them, one group per root cause; then, folded, the passed and skipped ones by operation.
-    let passing = |c: &Case| matches!(c.verdict, Verdict::Pass | Verdict::Skip);
+    let passing = |c: &Case| {
+        matches!(
+            c.verdict,
+            Verdict::Pass | Verdict::Skip | Verdict::Interrupted
+        )
+    };
     let mut problem_groups: Vec<GroupView<'_>> = Vec::new();
     let mut passing_groups: Vec<GroupView<'_>> = Vec::new();
     for case in &record.cases {

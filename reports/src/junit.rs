@@ -119,7 +119,7 @@ impl Part {
     /// The text as pieces of the record, when it is made of them.
     fn pieces(self, case: &Case) -> Option<Vec<&str>> {
         match (self, case.verdict) {
-            (Part::Description, Verdict::Skip) => {
+            (Part::Description, Verdict::Skip | Verdict::Interrupted) => {
                 Some(vec![case.reason.as_deref().unwrap_or("skipped")])
             }
             (Part::Description, _) => Some(failure_body_parts(case)),
@@ -332,7 +332,7 @@ fn testcase_with<'a>(
 ) -> TestCase {
     let status = match case.verdict {
         Verdict::Pass => TestCaseStatus::success(),
-        Verdict::Skip => {
+        Verdict::Skip | Verdict::Interrupted => {
             let mut s = TestCaseStatus::skipped();
             s.set_message(first_line(case.reason.as_deref().unwrap_or("skipped")));
             s.set_description(text(case, Part::Description));

@@ -241,6 +241,9 @@ pub enum Verdict {
     Pass,
     /// Not run, with a reason (capability absent, could not be provoked, run interrupted).
     Skip,
+    /// Cut short by an interrupt of the run (Ctrl-C, SIGTERM): neither judged nor blamed on
+    /// the plugin; what its cleanup could not undo is listed in its reason.
+    Interrupted,
     /// Could not be judged because a precondition failed: the plugin broke another clause first
     /// (named in [`Case::blocked_by`]). Counts against conformance like a failure, but the
     /// summary counts it apart and reports group it under its root cause.
@@ -260,6 +263,7 @@ impl Verdict {
         match self {
             Verdict::Pass => "pass",
             Verdict::Skip => "skip",
+            Verdict::Interrupted => "interrupted",
             Verdict::Blocked => "blocked",
             Verdict::Fail => "fail",
             Verdict::Error => "error",
@@ -440,6 +444,9 @@ pub struct Tally {
     /// Cases that could not be judged because a precondition failed (any level).
     #[serde(default)]
     pub blocked: usize,
+    /// Cases an interrupt of the run cut short.
+    #[serde(default)]
+    pub interrupted: usize,
     pub errors: usize,
 }
 
@@ -453,6 +460,7 @@ impl RunRecord {
             match c.verdict {
                 Verdict::Pass => t.passed += 1,
                 Verdict::Skip => t.skipped += 1,
+                Verdict::Interrupted => t.interrupted += 1,
                 Verdict::Blocked => t.blocked += 1,
                 Verdict::Error => t.errors += 1,
                 v if v.is_failure() && c.level == Level::Must => t.failed_must += 1,

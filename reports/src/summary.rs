@@ -23,6 +23,7 @@ pub fn case_line(case: &Case, strict: bool) -> String {
     let label = match case.verdict {
         Verdict::Pass => "PASS",
         Verdict::Skip => "SKIP",
+        Verdict::Interrupted => "STOPPED",
         Verdict::Error => "ERROR",
         Verdict::Blocked => "BLOCKED",
         Verdict::TimedOut if case.is_blocking(strict) => "TIMEOUT",
@@ -64,7 +65,7 @@ pub fn operation_table(record: &RunRecord) -> String {
         let r = &mut rows[i].1;
         match c.verdict {
             Verdict::Pass => r.pass += 1,
-            Verdict::Skip => r.skip += 1,
+            Verdict::Skip | Verdict::Interrupted => r.skip += 1,
             Verdict::Error => r.error += 1,
             Verdict::Blocked => r.blocked += 1,
             _ if c.is_blocking(record.strict) => r.fail += 1,
@@ -152,6 +153,9 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
         t.skipped,
         t.errors
     );
+    if t.interrupted > 0 {
+        let _ = write!(out, ", {} interrupted", t.interrupted);
+    }
     out
 }
 
