@@ -89,25 +89,86 @@ pub struct Entry<'a> {
     pub case: &'a Case,
     /// Why, in one line (see [`one_line_reason`]).
     pub reason: String,
+    /// The clauses this one's failure blocked, in spec order: folded beneath it rather than
+    /// listed one by one (a driver whose StartTask crashes blocks two dozen clauses).
+    pub blocks: Vec<&'a Case>,
+}
+
+impl Entry<'_> {
+    /// "blocks 3 clauses: A, B, C", naming at most `names` of them; empty when it blocks none.
+    pub fn blocks_line(&self, names: usize) -> String {
+        if self.blocks.is_empty() {
+            return String::new();
+        }
+        let n = self.blocks.len();
+        let mut shown: Vec<&str> = self
+            .blocks
+            .iter()
+            .take(names)
+            .map(|c| c.clause.as_str())
+            .collect();
+        if n > names {
+            shown.push("…");
+        }
+        format!(
+            "blocks {n} clause{}: {}",
+            if n == 1 { "" } else { "s" },
+            shown.join(", ")
+        )
+    }
 }
 
 /// Every case that needs attention: by problem in the order of [`Problem`], then in spec
-/// order.
+/// order. A blocked case is folded under the entry of the clause that blocked it (following
+/// a chain of blocked roots to its end); it has an entry of its own only when its root needs
+/// no attention or is not in the record.
 pub fn needs_attention(record: &RunRecord) -> Vec<Entry<'_>> {
-    let mut entries: Vec<Entry<'_>> = record
-        .cases
-        .iter()
-        .filter_map(|case| {
-            Problem::of(case, record.strict).map(|problem| Entry {
+    let mut entries: Vec<Entry<'_>> = Vec::new();
+    let mut blocked: Vec<&Case> = Vec::new();
+    for case in &record.cases {
+        match Problem::of(case, record.strict) {
+            Some(Problem::Blocked) => blocked.push(case),
+            Some(problem) => entries.push(Entry {
                 problem,
                 case,
                 reason: one_line_reason(case),
-            })
-        })
-        .collect();
+                blocks: Vec::new(),
+            }),
+            None => {}
+        }
+    }
+    for case in blocked {
+        match root_entry(record, &entries, case) {
+            Some(i) => entries[i].blocks.push(case),
+            None => entries.push(Entry {
+                problem: Problem::Blocked,
+                case,
+                reason: one_line_reason(case),
+                blocks: Vec::new(),
+            }),
+        }
+    }
     // A stable sort keeps spec order within each problem.
     entries.sort_by_key(|e| e.problem);
     entries
+}
+
+/// The entry a blocked case folds under: its root's, or its root's root's when the root was
+/// blocked too.
+fn root_entry(record: &RunRecord, entries: &[Entry<'_>], case: &Case) -> Option<usize> {
+    let mut root = case.blocked_by.as_deref()?;
+    // A chain is at most as long as the record; a cycle (never written) ends the search.
+    for _ in 0..record.cases.len() {
+        if let Some(i) = entries.iter().position(|e| e.case.clause == root) {
+            return Some(i);
+        }
+        let next = record
+            .cases
+            .iter()
+            .find(|c| c.clause == root && c.verdict == Verdict::Blocked)?;
+        root = next.blocked_by.as_deref()?;
+    }
+    None
 }
 
 /// The longest reason line shown in a list.
@@ -190,6 +251,36 @@ mod tests {
         assert_eq!(p(Should, Error, false), Some(Problem::Error));
         assert_eq!(p(Should, Leaked, false), Some(Problem::Leaked));
         assert_eq!(p(Must, Leaked, false), Some(Problem::Leaked));
+    }
+
+    #[test]
+    fn blocked_clauses_fold_under_their_root() {
+        let mut root = case("ROOT", Level::Must, Verdict::Fail, "seen: crash");
+        root.line = 1;
+        let mut blocked = Vec::new();
+        for (id, by) in [("B1", "ROOT"), ("B2", "B1"), ("B3", "GONE"), ("B4", "ROOT")] {
+            let mut c = case(id, Level::Must, Verdict::Blocked, "blocked by x");
+            c.blocked_by = Some(by.into());
+            blocked.push(c);
+        }
+        let mut warn = case("W", Level::Should, Verdict::Fail, "seen: slow");
+        warn.line = 9;
+        let mut cases = vec![warn, root];
+        cases.extend(blocked);
+        let record = RunRecord::for_tests(cases);
+        let entries = needs_attention(&record);
+        let ids: Vec<_> = entries.iter().map(|e| e.case.clause.as_str()).collect();
+        // B1, B2 (blocked by the blocked B1) and B4 fold under ROOT; B3's root is not in the
+        // record, so it stays on its own.
+        assert_eq!(ids, ["ROOT", "B3", "W"]);
+        let folded: Vec<_> = entries[0]
+            .blocks
+            .iter()
+            .map(|c| c.clause.as_str())
+            .collect();
+        assert_eq!(folded, ["B1", "B2", "B4"]);
+        assert_eq!(entries[0].blocks_line(2), "blocks 3 clauses: B1, B2, …");
+        assert_eq!(entries[2].blocks_line(2), "");
     }
 
     #[test]

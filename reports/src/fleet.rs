@@ -479,6 +479,8 @@ struct EntryView {
     reason: String,
     blocked_by: Option<String>,
     rerun: Option<String>,
+    /// "blocks N clauses: ..." when this failure blocked others (folded beneath it).
+    blocks: String,
 }
 
 fn problem_class(p: Problem) -> &'static str {
@@ -571,6 +573,7 @@ pub fn render_html(fleet: &FleetRecord) -> Result<String, FleetReportError> {
                                 reason: e.reason.clone(),
                                 blocked_by: e.case.blocked_by.clone(),
                                 rerun: e.case.rerun.clone(),
+                                blocks: e.blocks_line(8),
                             })
                             .collect(),
                     }

@@ -143,6 +143,14 @@ struct AttentionView<'a> {
     reason: String,
     blocked_by: Option<&'a str>,
     rerun: Option<&'a str>,
+    /// The clauses its failure blocked, folded beneath it.
+    blocks: Vec<BlockedView<'a>>,
+}
+
+#[derive(Serialize)]
+struct BlockedView<'a> {
+    id: &'a str,
+    title: &'a str,
 }
 
 fn attention_groups(record: &RunRecord) -> Vec<AttentionGroupView<'_>> {
@@ -164,6 +172,14 @@ fn attention_groups(record: &RunRecord) -> Vec<AttentionGroupView<'_>> {
                     reason: e.reason.clone(),
                     blocked_by: e.case.blocked_by.as_deref(),
                     rerun: e.case.rerun.as_deref(),
+                    blocks: e
+                        .blocks
+                        .iter()
+                        .map(|c| BlockedView {
+                            id: &c.clause,
+                            title: &c.title,
+                        })
+                        .collect(),
                 })
                 .collect(),
         })
@@ -403,10 +419,13 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
         };
         add_to_group(groups, case.classname(), None, case, record);
     }
+    // Blocked clauses go in a fold of their own: each failure's entry already says what it
+    // blocked, so their cards do not stand between the failures and the rest.
+    let mut blocked_groups: Vec<GroupView<'_>> = Vec::new();
     for (root, cases) in crate::summary::blocked_by_root(record) {
         for case in cases {
             add_to_group(
-                &mut problem_groups,
+                &mut blocked_groups,
                 format!("blocked by {root}"),
                 Some(root),
                 case,
@@ -486,13 +505,15 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
         attention => Value::from(minijinja::value::Serde(&attention_groups(record))),
         attention_total => record.cases.len() - passing_count,
         problem_groups => Value::from(minijinja::value::Serde(&problem_groups)),
+        blocked_groups => Value::from(minijinja::value::Serde(&blocked_groups)),
+        blocked_total => record.cases.iter().filter(|c| c.verdict == Verdict::Blocked).count(),
         passing_groups => Value::from(minijinja::value::Serde(&passing_groups)),
         passing_total => passing_count,
         environment => Value::from(minijinja::value::Serde(&env)),
         generated => format!("{} {}", record.harness.name, record.harness.version),
     };
     // The views and the borrowed text are not needed any more: the context holds its own.
-    drop((problem_groups, passing_groups));
+    drop((problem_groups, blocked_groups, passing_groups));
     tmpl.render_captured_to(context, out)?;
     Ok(())
 }

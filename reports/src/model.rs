@@ -491,6 +491,41 @@ impl RunRecord {
 }
 
 #[cfg(test)]
+impl RunRecord {
+    /// An empty run of the DHV kind holding `cases`, for unit tests.
+    pub(crate) fn for_tests(cases: Vec<Case>) -> RunRecord {
+        RunRecord {
+            schema_version: SCHEMA_VERSION,
+            run_id: String::new(),
+            kind: "dhv".into(),
+            harness: HarnessInfo {
+                name: String::new(),
+                version: String::new(),
+            },
+            subject: Subject {
+                plugin: String::new(),
+                version: None,
+                details: BTreeMap::new(),
+            },
+            profile: ProfileInfo {
+                name: String::new(),
+                nomad_versions: String::new(),
+            },
+            seed: 0,
+            command_line: Vec::new(),
+            started_at: Utc::now(),
+            finished_at: Utc::now(),
+            interrupted: false,
+            strict: false,
+            environment: Environment::default(),
+            shard: None,
+            merged_from: Vec::new(),
+            cases,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -543,34 +578,7 @@ mod tests {
             notes: Vec::new(),
             attachments: Vec::new(),
         };
-        RunRecord {
-            schema_version: SCHEMA_VERSION,
-            run_id: String::new(),
-            kind: "dhv".into(),
-            harness: HarnessInfo {
-                name: String::new(),
-                version: String::new(),
-            },
-            subject: Subject {
-                plugin: String::new(),
-                version: None,
-                details: BTreeMap::new(),
-            },
-            profile: ProfileInfo {
-                name: String::new(),
-                nomad_versions: String::new(),
-            },
-            seed: 0,
-            command_line: Vec::new(),
-            started_at: Utc::now(),
-            finished_at: Utc::now(),
-            interrupted: false,
-            strict: false,
-            environment: Environment::default(),
-            shard: None,
-            merged_from: Vec::new(),
-            cases: cases.iter().map(case).collect(),
-        }
+        RunRecord::for_tests(cases.iter().map(case).collect())
     }
 
     #[test]

@@ -90,6 +90,9 @@ pub fn operation_table(record: &RunRecord) -> String {
 /// At most this many clauses in the closing "needs attention" list; the rest are counted.
 pub const MAX_ATTENTION_LINES: usize = 20;
 
+/// How many of the clauses a failure blocked the closing list names.
+const BLOCKED_NAMES: usize = 6;
+
 /// The end-of-run summary: the details of every clause that did not pass (failed, blocked,
 /// timed out, errors, leaked, warnings, in that order), the table per operation, the run's
 /// identity, then the same problems again as a short list with their rerun lines, and last
@@ -106,14 +109,33 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
         let mut blocked_shown = false;
         for entry in &problems {
             if entry.problem == Problem::Blocked {
-                // Blocked clauses are told once per root cause, where the list reaches them.
+                // Blocked clauses whose root needs no attention are told once per root,
+                // where the list reaches them.
                 if !blocked_shown {
                     blocked_shown = true;
-                    blocked_details(&mut out, record, verbosity);
+                    let orphans: Vec<&Case> = problems
+                        .iter()
+                        .filter(|e| e.problem == Problem::Blocked)
+                        .map(|e| e.case)
+                        .collect();
+                    blocked_details(&mut out, &orphans, record.strict, verbosity);
                 }
                 continue;
             }
             case_details(&mut out, entry.case, record.strict, verbosity);
+            // What this failure blocked, beneath it rather than a paragraph each.
+            if !entry.blocks.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "{} (not judged because of this failure)",
+                    entry.blocks_line(usize::MAX)
+                );
+                if verbosity == Verbosity::Verbose {
+                    for case in &entry.blocks {
+                        blocked_case(&mut out, case, record.strict);
+                    }
+                }
+            }
         }
         let _ = writeln!(out);
         out.push_str(&operation_table(record));
@@ -185,9 +207,9 @@ fn case_details(out: &mut String, case: &Case, strict: bool, verbosity: Verbosit
     }
 }
 
-/// The blocked clauses, one paragraph per root cause.
-fn blocked_details(out: &mut String, record: &RunRecord, verbosity: Verbosity) {
-    for (root, blocked) in blocked_by_root(record) {
+/// Blocked clauses, one paragraph per root cause.
+fn blocked_details(out: &mut String, cases: &[&Case], strict: bool, verbosity: Verbosity) {
+    for (root, blocked) in group_by_root(cases.iter().copied()) {
         let _ = writeln!(
             out,
             "\n--- BLOCKED by {root}: {} clause{} could not be judged: {}",
@@ -201,12 +223,17 @@ fn blocked_details(out: &mut String, record: &RunRecord, verbosity: Verbosity) {
         );
         if verbosity == Verbosity::Verbose {
             for case in blocked {
-                let _ = writeln!(out, "{}", case_line(case, record.strict));
-                if let Some(reason) = &case.reason {
-                    let _ = writeln!(out, "{reason}");
-                }
+                blocked_case(out, case, strict);
             }
         }
+    }
+}
+
+/// One blocked clause in full (verbose summaries).
+fn blocked_case(out: &mut String, case: &Case, strict: bool) {
+    let _ = writeln!(out, "{}", case_line(case, strict));
+    if let Some(reason) = &case.reason {
+        let _ = writeln!(out, "{reason}");
     }
 }
 
@@ -216,11 +243,17 @@ fn attention_list(out: &mut String, problems: &[Entry<'_>]) {
     if problems.is_empty() {
         return;
     }
+    let folded: usize = problems.iter().map(|e| e.blocks.len()).sum();
     let _ = writeln!(
         out,
-        "\nneeds attention ({} clause{}):",
+        "\nneeds attention ({} clause{}{}):",
         problems.len(),
-        if problems.len() == 1 { "" } else { "s" }
+        if problems.len() == 1 { "" } else { "s" },
+        if folded > 0 {
+            format!(", and {folded} they blocked")
+        } else {
+            String::new()
+        }
     );
     for entry in problems.iter().take(MAX_ATTENTION_LINES) {
         let case = entry.case;
@@ -239,6 +272,9 @@ fn attention_list(out: &mut String, problems: &[Entry<'_>]) {
         };
         if !why.is_empty() {
             let _ = writeln!(out, "          {why}");
+        }
+        if !entry.blocks.is_empty() {
+            let _ = writeln!(out, "          {}", entry.blocks_line(BLOCKED_NAMES));
         }
         if let Some(rerun) = &case.rerun {
             let _ = writeln!(out, "          rerun: {rerun}");
@@ -269,12 +305,18 @@ fn attention_list(out: &mut String, problems: &[Entry<'_>]) {
 
 /// Blocked cases grouped by the clause that blocked them, roots in the order they first block.
 pub fn blocked_by_root(record: &RunRecord) -> Vec<(&str, Vec<&Case>)> {
+    group_by_root(
+        record
+            .cases
+            .iter()
+            .filter(|c| c.verdict == Verdict::Blocked),
+    )
+}
+
+/// `cases` (blocked ones) grouped by the clause named in their `blocked_by`.
+fn group_by_root<'a>(cases: impl Iterator<Item = &'a Case>) -> Vec<(&'a str, Vec<&'a Case>)> {
     let mut groups: Vec<(&str, Vec<&Case>)> = Vec::new();
-    for case in record
-        .cases
-        .iter()
-        .filter(|c| c.verdict == Verdict::Blocked)
-    {
+    for case in cases {
         let root = case.blocked_by.as_deref().unwrap_or("(unknown)");
         match groups.iter_mut().find(|(r, _)| *r == root) {
             Some((_, v)) => v.push(case),

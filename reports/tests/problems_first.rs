@@ -1,7 +1,8 @@
 //! Problems first: the HTML report opens on what needs attention (failed, blocked, timed out,
 //! errors, leaked, warnings, in that order, each with its rerun line) with the passed and
 //! skipped clauses folded below, and the console summary ends with the same list, right before
-//! the verdict and the count line CI reads.
+//! the verdict and the count line CI reads. A clause blocked by a failure is folded beneath
+//! that failure, not listed on its own.
 
 use nomad_conform_reports::attention::{Problem, needs_attention};
 use nomad_conform_reports::model::{Case, Level, RunRecord, Verdict};
@@ -37,9 +38,18 @@ fn one_of_each() -> RunRecord {
         "DHV-G-BLOCKED",
         Level::Must,
         Verdict::Blocked,
-        "blocked by DHV-H-FAILED: this clause cannot be judged because a call it needs failed\ncreate failed: exit status 3",
+        "blocked by DHV-Z-ELSEWHERE: this clause cannot be judged because a call it needs failed\ncreate failed: exit status 3",
     );
-    blocked.blocked_by = Some("DHV-H-FAILED".into());
+    // Its root is not in the record (another shard's clause): it is listed on its own.
+    blocked.blocked_by = Some("DHV-Z-ELSEWHERE".into());
+    let mut folded = case(
+        &t,
+        "DHV-I-FOLDED",
+        Level::Must,
+        Verdict::Blocked,
+        "blocked by DHV-H-FAILED: this clause cannot be judged because a call it needs failed",
+    );
+    folded.blocked_by = Some("DHV-H-FAILED".into());
     r.cases = vec![
         case(&t, "DHV-A-PASSED", Level::Must, Verdict::Pass, ""),
         case(
@@ -85,6 +95,7 @@ fn one_of_each() -> RunRecord {
             Verdict::Skip,
             "capability absent",
         ),
+        folded,
     ];
     r.strict = false;
     r.interrupted = false;
@@ -112,6 +123,10 @@ fn needs_attention_lists_problems_in_order() {
     assert_eq!(list[1].reason, "create failed: exit status 3");
     assert_eq!(list[4].reason, "left behind after cleanup: mount /tmp/x");
     assert_eq!(list[5].reason, "seen: chatty");
+    // The clause the failure blocked is beneath it.
+    let folded: Vec<&str> = list[0].blocks.iter().map(|c| c.clause.as_str()).collect();
+    assert_eq!(folded, ["DHV-I-FOLDED"]);
+    assert!(list[1..].iter().all(|e| e.blocks.is_empty()));
 
     // Under --strict a SHOULD failure counts: it is listed with the failures.
     let mut strict = r.clone();
@@ -156,7 +171,24 @@ fn html_opens_on_the_problems_in_order_with_their_rerun_lines() {
             .starts_with("<section class=\"attention\"")
     );
     assert!(attention.contains("<h2 id=\"attention-title\">Needs attention"));
-    assert!(!attention.contains("<details") && !attention.contains("hidden"));
+    assert!(!attention.contains("hidden"));
+    // The only folds in the list are the clauses a failure blocked, beneath it.
+    assert_eq!(
+        attention.matches("<details").count(),
+        attention.matches("<details class=\"blocks\">").count()
+    );
+    let blocks = between(attention, "<details class=\"blocks\">", "</details>");
+    assert!(blocks.contains("blocks 1 clause (not judged because of this failure)"));
+    assert!(blocks.contains("<a class=\"id\" href=\"#DHV-I-FOLDED\">DHV-I-FOLDED</a>"));
+    assert!(
+        attention.find("DHV-H-FAILED").unwrap() < attention.find("DHV-I-FOLDED").unwrap()
+            && attention.find("DHV-I-FOLDED").unwrap() < attention.find("DHV-G-BLOCKED").unwrap(),
+        "folded beneath its root"
+    );
+    assert!(
+        !attention.contains("@DHV-I-FOLDED"),
+        "a folded clause has no rerun line of its own"
+    );
     let mut at = 0;
     for id in ORDER {
         let link = format!("<a class=\"id\" href=\"#{id}\">{id}</a>");
@@ -184,7 +216,7 @@ fn html_opens_on_the_problems_in_order_with_their_rerun_lines() {
         );
     }
     assert!(attention.contains(
-        "blocked by <a href=\"#DHV-H-FAILED\">DHV-H-FAILED</a>: create failed: exit status 3"
+        "blocked by <a href=\"#DHV-Z-ELSEWHERE\">DHV-Z-ELSEWHERE</a>: create failed: exit status 3"
     ));
     for passing in ["DHV-A-PASSED", "DHV-B-SKIPPED"] {
         assert!(!attention.contains(passing), "{passing} needs no attention");
@@ -219,10 +251,25 @@ fn html_folds_passed_and_skipped_clauses_in_a_closed_details() {
         "the fold says what it holds"
     );
 
-    // Nothing passing: no fold. Nothing failing: the list says so.
+    // Blocked cards are in a closed fold of their own, between the problems and the passing.
+    let blocked_tag = "<details class=\"fold\" id=\"blocked\">";
+    let blocked = page.find(blocked_tag).expect("a fold for the blocked clauses");
+    for id in ["DHV-I-FOLDED", "DHV-G-BLOCKED"] {
+        let at = case_at(id);
+        assert!(blocked < at && at < fold, "{id} is in the blocked fold");
+    }
+    for id in ["DHV-H-FAILED", "DHV-C-WARNING"] {
+        assert!(case_at(id) < blocked, "{id} is shown above the folds");
+    }
+
+    // Nothing passing or blocked: no fold. Nothing failing: the list says so.
     let mut r = one_of_each();
-    r.cases
-        .retain(|c| !matches!(c.verdict, Verdict::Pass | Verdict::Skip));
+    r.cases.retain(|c| {
+        !matches!(
+            c.verdict,
+            Verdict::Pass | Verdict::Skip | Verdict::Blocked
+        )
+    });
     assert!(!html::render(&r).unwrap().contains("class=\"fold\""));
     let mut r = one_of_each();
     r.cases.retain(|c| c.verdict == Verdict::Pass);
@@ -237,36 +284,45 @@ fn console_summary_ends_with_the_problems_then_the_count_line() {
     let lines: Vec<&str> = text.lines().collect();
     let last = lines[lines.len() - 1];
     assert!(
-        last.starts_with("1 passed, 4 failed (3 MUST, 1 SHOULD), 1 blocked, 1 skipped, 1 errors"),
+        last.starts_with("1 passed, 4 failed (3 MUST, 1 SHOULD), 2 blocked, 1 skipped, 1 errors"),
         "the count line CI reads stays last: {last}"
     );
     assert_eq!(lines[lines.len() - 2], "verdict: not conformant");
     let start = lines
         .iter()
-        .position(|l| *l == "needs attention (6 clauses):")
+        .position(|l| *l == "needs attention (6 clauses, and 1 they blocked):")
         .expect("the list");
     let list = &lines[start + 1..lines.len() - 2];
-    assert_eq!(list.len(), 3 * ORDER.len(), "{list:#?}");
-    for (i, id) in ORDER.iter().enumerate() {
-        let entry = &list[3 * i..3 * i + 3];
-        assert!(entry[0].contains(id), "{id} at {i}: {entry:?}");
-        assert_eq!(
-            entry[2].trim(),
-            format!("rerun: nomad-conform dhv ./plugin --seed 7 --tags @{id}")
-        );
-    }
+    // The failure has a fourth line, what it blocked; every other entry has three.
+    assert_eq!(list.len(), 3 * ORDER.len() + 1, "{list:#?}");
     assert_eq!(
         list[0],
         "  FAIL    MUST   DHV-H-FAILED title of DHV-H-FAILED"
     );
+    assert_eq!(list[2].trim(), "blocks 1 clause: DHV-I-FOLDED");
+    let entries: Vec<&[&str]> = std::iter::once(&list[..4])
+        .chain(list[4..].chunks(3))
+        .collect();
+    for (entry, id) in entries.iter().zip(ORDER) {
+        assert!(entry[0].contains(id), "{id}: {entry:?}");
+        assert_eq!(
+            entry[entry.len() - 1].trim(),
+            format!("rerun: nomad-conform dhv ./plugin --seed 7 --tags @{id}")
+        );
+    }
+    assert!(!text.contains("@DHV-I-FOLDED"), "no rerun line of its own");
     assert_eq!(
-        list[4].trim(),
-        "blocked by DHV-H-FAILED: create failed: exit status 3"
+        list[5].trim(),
+        "blocked by DHV-Z-ELSEWHERE: create failed: exit status 3"
     );
-    assert!(list[6].starts_with("  TIMEOUT "));
-    assert!(list[9].starts_with("  ERROR   "));
-    assert!(list[12].starts_with("  LEAKED  "));
-    assert!(list[15].starts_with("  WARN    SHOULD DHV-C-WARNING"));
+    assert!(list[7].starts_with("  TIMEOUT "));
+    assert!(list[10].starts_with("  ERROR   "));
+    assert!(list[13].starts_with("  LEAKED  "));
+    assert!(list[16].starts_with("  WARN    SHOULD DHV-C-WARNING"));
+    // The failure's details say what it blocked; no paragraph of its own for the folded one.
+    assert!(text.contains("blocks 1 clause: DHV-I-FOLDED (not judged because of this failure)"));
+    assert!(!text.contains("BLOCKED by DHV-H-FAILED"));
+    assert!(text.contains("--- BLOCKED by DHV-Z-ELSEWHERE: 1 clause could not be judged"));
 
     // The details above the list come in the same order.
     let details: Vec<&str> = lines
@@ -311,7 +367,7 @@ fn console_list_is_bounded() {
     let lines: Vec<&str> = text.lines().collect();
     let start = lines
         .iter()
-        .position(|l| *l == "needs attention (32 clauses):")
+        .position(|l| *l == "needs attention (32 clauses, and 1 they blocked):")
         .unwrap();
     let list = &lines[start + 1..lines.len() - 2];
     let entries = list

@@ -5,10 +5,32 @@ pub mod driver;
 pub mod lock;
 pub mod variables;
 
-/// expected / seen / reproduce, with continuation lines indented.
+/// The most of what was seen a failure quotes: a plugin's 50 MB answer is in the call's
+/// captured output (bounded by `--capture-limit`), not copied into the reason again.
+pub const MAX_SEEN_BYTES: usize = 16 * 1024;
+
+/// expected / seen / reproduce, with continuation lines indented; `seen` is cut at
+/// [`MAX_SEEN_BYTES`] (on a character boundary), saying how much was left out.
 pub fn failure_text(expected: &str, seen: &str, reproduce: &[String]) -> String {
     let indent = |s: &str| s.replace('\n', "\n          ");
-    let mut out = format!("expected: {}\nseen:     {}", indent(expected), indent(seen));
+    let seen = if seen.len() > MAX_SEEN_BYTES {
+        let mut cut = MAX_SEEN_BYTES;
+        while !seen.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!(
+            "{}… ({} more bytes; the whole output is in the call's captured output)",
+            &seen[..cut],
+            seen.len() - cut
+        )
+    } else {
+        seen.to_string()
+    };
+    let mut out = format!(
+        "expected: {}\nseen:     {}",
+        indent(expected),
+        indent(&seen)
+    );
     if !reproduce.is_empty() {
         out.push_str("\nreproduce:");
         for r in reproduce {
@@ -17,4 +39,22 @@ pub fn failure_text(expected: &str, seen: &str, reproduce: &[String]) -> String 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_was_seen_is_bounded() {
+        let long = "é".repeat(MAX_SEEN_BYTES);
+        let text = failure_text("x", &long, &[]);
+        assert!(text.len() < MAX_SEEN_BYTES + 200, "{}", text.len());
+        assert!(text.contains(&format!("… ({} more bytes", long.len() - MAX_SEEN_BYTES)));
+        let short = failure_text("a", "b\nc", &["run it".into()]);
+        assert_eq!(
+            short,
+            "expected: a\nseen:     b\n          c\nreproduce:\n  run it"
+        );
+    }
 }

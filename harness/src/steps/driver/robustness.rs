@@ -111,7 +111,7 @@ async fn generated(w: &mut DriverWorld) -> StepResult {
         }
         w.generated = Some(Err(format!(
             "the smallest configuration found that the plugin does not survive:\n{}\n{}",
-            config_to_hcl(&spec, &best.0),
+            config_block(&config_to_hcl(&spec, &best.0)),
             best.1
         )));
         return Ok(());
@@ -135,5 +135,37 @@ async fn generated_ok(w: &mut DriverWorld) -> StepResult {
         None => Err(w
             .ctx()
             .harness_error("no generated configuration was tried")),
+    }
+}
+
+/// A task's `config` block around `body` (HCL), so that the smallest failing configuration is
+/// never an empty line: an empty body, every optional attribute left out, says so.
+fn config_block(body: &str) -> String {
+    if body.trim().is_empty() {
+        return "config {}  # every attribute left out: the plugin dies of an empty task config"
+            .to_string();
+    }
+    let mut out = String::from("config {\n");
+    for line in body.trim_end().lines() {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_block;
+
+    #[test]
+    fn the_smallest_configuration_is_never_an_empty_line() {
+        assert!(config_block("").starts_with("config {}  # every attribute left out"));
+        assert!(config_block("\n").starts_with("config {}"));
+        assert_eq!(
+            config_block("command = \"x\"\nargs = []\n"),
+            "config {\n  command = \"x\"\n  args = []\n}"
+        );
     }
 }
