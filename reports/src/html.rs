@@ -28,6 +28,8 @@ const TEMPLATE: &str = include_str!("../templates/report.html");
 const GROUP_TEMPLATE: &str = include_str!("../templates/group.html");
 /// One clause, included by a group for each of its cases.
 const CASE_TEMPLATE: &str = include_str!("../templates/case.html");
+/// The styles the run report shares with the fleet report.
+pub(crate) const STYLES_TEMPLATE: &str = include_str!("../templates/styles.html");
 
 #[derive(Debug, thiserror::Error)]
 #[error("failed to render the HTML report: {0}")]
@@ -492,6 +494,7 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
     jinja.add_template("report.html", TEMPLATE)?;
     jinja.add_template("group.html", GROUP_TEMPLATE)?;
     jinja.add_template("case.html", CASE_TEMPLATE)?;
+    jinja.add_template("styles.html", STYLES_TEMPLATE)?;
     let tmpl = jinja.get_template("report.html")?;
     let context = context! {
         kind => record.kind.clone(),

@@ -1,5 +1,6 @@
 //! A fleet report: what the conform-fleet job found on every client node of a Nomad cluster,
-//! collected by `nomad-conform fleet collect`, and its writers (HTML, JUnit, JSON, console).
+//! collected by `nomad-conform fleet collect`: the model here, its writers beside it (`html`,
+//! `junit`, `text`), as the run record's model and writers are laid out.
 //!
 //! The [`FleetRecord`] holds, per node, the allocation that ran there and the run records it
 //! left, or why there are none. Writers are pure functions of it, like the run-record writers:
@@ -10,20 +11,21 @@
 //! conformant ones; the node sections follow the same order, and each plugin lists what needs
 //! attention with [`crate::attention`].
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
-use minijinja::{Environment, Value, context};
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{Problem, needs_attention};
 use crate::model::{Assessment, HarnessInfo, RunRecord};
+
+mod html;
+mod junit;
+mod text;
+
+pub use html::render_html;
+pub use junit::render_junit;
+pub use text::render_text;
 
 /// Bumped whenever a field changes meaning or disappears.
 pub const FLEET_SCHEMA_VERSION: u32 = 1;
-
-const TEMPLATE: &str = include_str!("../templates/fleet.html");
 
 /// Everything one collection found.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -340,370 +342,12 @@ pub fn render_json(fleet: &FleetRecord) -> Result<String, serde_json::Error> {
     Ok(s)
 }
 
-/// The console summary: the table, problems first, then one line with the totals.
-pub fn render_text(fleet: &FleetRecord) -> String {
-    let rows = fleet.rows();
-    let node_w = rows
-        .iter()
-        .map(|r| r.node.name().chars().count())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    let plugin_w = rows
-        .iter()
-        .map(|r| r.kind.len() + r.plugin.chars().count() + 1)
-        .max()
-        .unwrap_or(6)
-        .max(6);
-    let verdict_w = rows
-        .iter()
-        .map(|r| r.verdict.len())
-        .max()
-        .unwrap_or(7)
-        .max(7);
-    let mut out = format!(
-        "{:<node_w$}  {:<plugin_w$}  {:<verdict_w$}  details\n",
-        "node", "plugin", "verdict"
-    );
-    for r in &rows {
-        let plugin = if r.kind.is_empty() {
-            "-".to_string()
-        } else {
-            format!("{} {}", r.kind, r.plugin)
-        };
-        let detail = r.detail.lines().next().unwrap_or("");
-        out.push_str(&format!(
-            "{:<node_w$}  {:<plugin_w$}  {:<verdict_w$}  {detail}\n",
-            r.node.name(),
-            plugin,
-            r.verdict
-        ));
-    }
-    let plugins = rows.iter().filter(|r| r.record_index.is_some()).count();
-    let failing = rows
-        .iter()
-        .filter(|r| r.record_index.is_some() && !r.status.is_ok())
-        .count();
-    let without = fleet
-        .nodes
-        .iter()
-        .filter(|n| {
-            n.problems
-                .iter()
-                .any(|p| p.kind != NodeProblemKind::BadRecord)
-        })
-        .count();
-    out.push_str(&format!(
-        "fleet {} ({}): {}; {} node{}, {} plugin run{}, {} not conformant, {} node{} without a \
-         complete record",
-        fleet.job,
-        fleet.namespace,
-        fleet.verdict(),
-        fleet.nodes.len(),
-        plural(fleet.nodes.len()),
-        plugins,
-        plural(plugins),
-        failing,
-        without,
-        plural(without),
-    ));
-    out
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum FleetReportError {
     #[error("failed to render the fleet HTML report: {0}")]
     Html(#[from] minijinja::Error),
     #[error(transparent)]
     Junit(#[from] crate::junit::JunitError),
-}
-
-#[derive(Serialize)]
-struct RowView {
-    node: String,
-    node_id: String,
-    node_anchor: String,
-    anchor: String,
-    plugin: String,
-    kind: String,
-    status: &'static str,
-    verdict: String,
-    detail: String,
-    allocation: String,
-}
-
-#[derive(Serialize)]
-struct NodeView {
-    name: String,
-    id: String,
-    anchor: String,
-    status: &'static str,
-    allocation: Allocation,
-    problems: Vec<ProblemView>,
-    plugins: Vec<PluginView>,
-}
-
-#[derive(Serialize)]
-struct ProblemView {
-    verdict: &'static str,
-    message: String,
-}
-
-#[derive(Serialize)]
-struct PluginView {
-    anchor: String,
-    name: String,
-    kind: String,
-    path: String,
-    version: Option<String>,
-    file: String,
-    status: &'static str,
-    verdict: String,
-    counts: String,
-    run: String,
-    interrupted: bool,
-    entries: Vec<EntryView>,
-}
-
-#[derive(Serialize)]
-struct EntryView {
-    label: &'static str,
-    status: &'static str,
-    level: &'static str,
-    id: String,
-    title: String,
-    reason: String,
-    blocked_by: Option<String>,
-    rerun: Option<String>,
-    /// "blocks N clauses: ..." when this failure blocked others (folded beneath it).
-    blocks: String,
-}
-
-fn problem_class(p: Problem) -> &'static str {
-    match p {
-        Problem::Failed | Problem::TimedOut | Problem::Leaked => "fail",
-        Problem::Blocked => "blocked",
-        Problem::Error => "error",
-        Problem::Warning => "warn",
-    }
-}
-
-fn anchor(node_index: usize, record_index: Option<usize>) -> String {
-    match record_index {
-        Some(r) => format!("node-{node_index}-plugin-{r}"),
-        None => format!("node-{node_index}"),
-    }
-}
-
-fn allocation_line(a: &Allocation) -> String {
-    let short: String = a.id.chars().take(8).collect();
-    format!("{short} {}", a.client_status)
-}
-
-/// The fleet as one self-contained HTML page: the table node × plugin × verdict first,
-/// problems at its top, then a section per node with each plugin's clauses that need
-/// attention and their rerun lines.
-pub fn render_html(fleet: &FleetRecord) -> Result<String, FleetReportError> {
-    let rows: Vec<RowView> = fleet
-        .rows()
-        .iter()
-        .map(|r| RowView {
-            node: r.node.name().to_string(),
-            node_id: r.node.node_id.clone(),
-            node_anchor: anchor(r.node_index, None),
-            anchor: anchor(r.node_index, r.record_index),
-            plugin: r.plugin.clone(),
-            kind: r.kind.clone(),
-            status: r.status.class(),
-            verdict: r.verdict.clone(),
-            detail: r.detail.clone(),
-            allocation: allocation_line(&r.node.allocation),
-        })
-        .collect();
-    let nodes: Vec<NodeView> = fleet
-        .nodes_in_order()
-        .into_iter()
-        .map(|(i, n)| NodeView {
-            name: n.name().to_string(),
-            id: n.node_id.clone(),
-            anchor: anchor(i, None),
-            status: n.worst().class(),
-            allocation: n.allocation.clone(),
-            problems: n
-                .problems
-                .iter()
-                .map(|p| ProblemView {
-                    verdict: p.kind.as_str(),
-                    message: p.message.clone(),
-                })
-                .collect(),
-            plugins: n
-                .rows(i)
-                .iter()
-                .filter_map(|r| r.record_index.map(|ri| (r, &n.records[ri])))
-                .map(|(r, nr)| {
-                    let rec = &nr.record;
-                    PluginView {
-                        anchor: anchor(i, r.record_index),
-                        name: r.plugin.clone(),
-                        kind: rec.kind.clone(),
-                        path: rec.subject.plugin.clone(),
-                        version: rec.subject.version.clone(),
-                        file: nr.file.clone(),
-                        status: r.status.class(),
-                        verdict: r.verdict.clone(),
-                        counts: r.detail.clone(),
-                        run: format!(
-                            "profile {}, seed {}, run {}",
-                            rec.profile.name, rec.seed, rec.run_id
-                        ),
-                        interrupted: rec.interrupted,
-                        entries: needs_attention(rec)
-                            .iter()
-                            .map(|e| EntryView {
-                                label: e.problem.label(),
-                                status: problem_class(e.problem),
-                                level: e.case.level.as_str(),
-                                id: e.case.clause.clone(),
-                                title: e.case.title.clone(),
-                                reason: e.reason.clone(),
-                                blocked_by: e.case.blocked_by.clone(),
-                                rerun: e.case.rerun.clone(),
-                                blocks: e.blocks_line(8),
-                            })
-                            .collect(),
-                    }
-                })
-                .collect(),
-        })
-        .collect();
-    let all = fleet.rows();
-    let count = |s: RowStatus| all.iter().filter(|r| r.status == s).count();
-    let mut jinja = Environment::new();
-    jinja.add_template("fleet.html", TEMPLATE)?;
-    let tmpl = jinja.get_template("fleet.html")?;
-    Ok(tmpl.render(context! {
-        job => fleet.job.clone(),
-        namespace => fleet.namespace.clone(),
-        nomad_addr => fleet.nomad_addr.clone(),
-        collected_at => fleet.collected_at.to_rfc3339(),
-        verdict => fleet.verdict(),
-        verdict_class => fleet.verdict_class(),
-        node_count => fleet.nodes.len(),
-        plugin_runs => all.iter().filter(|r| r.record_index.is_some()).count(),
-        counts => Value::from(minijinja::value::Serde(&[
-            ("fail", "nodes without a record", count(RowStatus::NodeProblem)),
-            ("fail", "not conformant", count(RowStatus::NotConformant)),
-            ("error", "incomplete", count(RowStatus::Incomplete)),
-            ("warn", "with warnings", count(RowStatus::Warnings)),
-            ("pass", "conformant", count(RowStatus::Conformant)),
-        ])),
-        rows => Value::from(minijinja::value::Serde(&rows)),
-        nodes => Value::from(minijinja::value::Serde(&nodes)),
-        generated => format!("{} {}", fleet.harness.name, fleet.harness.version),
-    })?)
-}
-
-/// The fleet as JUnit XML: one `<testsuite>` per node × plugin (the run's clauses as its
-/// testcases, classname `<node>.<kind>.<operation>`), and for a node without a (complete)
-/// record a `<testsuite>` named after the node with one failing (no record, lost) or errored
-/// (not finished, unreadable, bad record) testcase that says so.
-pub fn render_junit(fleet: &FleetRecord) -> Result<String, FleetReportError> {
-    let mut report = Report::new(format!("nomad-conform fleet {}", fleet.job));
-    report.set_timestamp(fleet.collected_at.fixed_offset());
-    for (_, node) in fleet.nodes_in_order() {
-        let node_props = node_properties(fleet, node);
-        for problem in &node.problems {
-            let mut suite = TestSuite::new(format!("{}: {}", node.name(), problem.kind.as_str()));
-            suite.set_timestamp(fleet.collected_at.fixed_offset());
-            for (k, v) in &node_props {
-                suite.add_property(Property::new(k.clone(), v.clone()));
-            }
-            let kind = if problem.kind.is_error() {
-                NonSuccessKind::Error
-            } else {
-                NonSuccessKind::Failure
-            };
-            let mut status = TestCaseStatus::non_success(kind);
-            status.set_type(problem.kind.as_str());
-            status.set_message(first_line(&problem.message));
-            status.set_description(format!(
-                "node {} ({}), allocation {} ({}): {}\n",
-                node.name(),
-                node.node_id,
-                node.allocation.id,
-                node.allocation.client_status,
-                problem.message
-            ));
-            let mut tc = TestCase::new(
-                format!("{}: {}", node.name(), problem.kind.as_str()),
-                status,
-            );
-            tc.set_classname(format!("{}.fleet", node.name()));
-            tc.set_time(Duration::ZERO);
-            suite.add_test_case(tc);
-            suite.set_time(Duration::ZERO);
-            report.add_test_suite(suite);
-        }
-        for nr in &node.records {
-            let rec = &nr.record;
-            let mut suite = TestSuite::new(format!(
-                "{}: {} {}",
-                node.name(),
-                rec.kind,
-                plugin_name(rec)
-            ));
-            suite.set_timestamp(rec.started_at.fixed_offset());
-            for (k, v) in node_props
-                .iter()
-                .cloned()
-                .chain(crate::junit::properties(rec))
-                .chain([("record.file".to_string(), nr.file.clone())])
-            {
-                suite.add_property(Property::new(k, v));
-            }
-            let mut total = Duration::ZERO;
-            for case in &rec.cases {
-                let mut tc = crate::junit::testcase(rec, case);
-                tc.set_classname(format!("{}.{}", node.name(), case.classname()));
-                total += Duration::from_millis(case.duration_ms);
-                suite.add_test_case(tc);
-            }
-            suite.set_time(total);
-            report.add_test_suite(suite);
-        }
-    }
-    let xml = report.to_string().map_err(crate::junit::JunitError::from)?;
-    Ok(crate::junit::strip_root_attributes(&xml)?)
-}
-
-fn node_properties(fleet: &FleetRecord, node: &FleetNode) -> Vec<(String, String)> {
-    vec![
-        ("fleet.job".into(), fleet.job.clone()),
-        ("fleet.namespace".into(), fleet.namespace.clone()),
-        ("node.name".into(), node.node_name.clone()),
-        ("node.id".into(), node.node_id.clone()),
-        ("allocation.id".into(), node.allocation.id.clone()),
-        (
-            "allocation.client_status".into(),
-            node.allocation.client_status.clone(),
-        ),
-    ]
-}
-
-fn first_line(s: &str) -> String {
-    let line = s.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    const MAX: usize = 200;
-    if line.chars().count() > MAX {
-        let cut: String = line.chars().take(MAX).collect();
-        format!("{cut}…")
-    } else {
-        line.to_string()
-    }
 }
 
 #[cfg(test)]
