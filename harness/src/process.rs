@@ -472,38 +472,44 @@ async fn settle(pgid: i32, within: Duration) -> bool {
 }
 
 async fn spawn(spec: &ExecSpec) -> io::Result<tokio::process::Child> {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args);
+    if !spec.inherit_env {
+        cmd.env_clear();
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(limit) = spec.file_size_limit {
+        // SAFETY: setrlimit(2) is async-signal-safe, and the closure touches nothing else.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::resource::setrlimit(
+                    nix::sys::resource::Resource::RLIMIT_FSIZE,
+                    limit,
+                    limit,
+                )
+                .map_err(io::Error::from)
+            });
+        }
+    }
+    spawn_retrying(&mut cmd).await
+}
+
+/// `cmd.spawn()`, tried again (up to 20 times, 10 ms apart) while it fails with ETXTBSY:
+/// another thread of ours briefly held the executable open for writing while forking, which
+/// happens when executables are written during a run (fixtures, the driver's copies). The
+/// process runner here and the driver's launch both spawn through it.
+pub async fn spawn_retrying(cmd: &mut Command) -> io::Result<tokio::process::Child> {
     let mut attempts = 0;
     loop {
-        let mut cmd = Command::new(&spec.program);
-        cmd.args(&spec.args);
-        if !spec.inherit_env {
-            cmd.env_clear();
-        }
-        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-        if let Some(cwd) = &spec.cwd {
-            cmd.current_dir(cwd);
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some(limit) = spec.file_size_limit {
-            // SAFETY: setrlimit(2) is async-signal-safe, and the closure touches nothing else.
-            unsafe {
-                cmd.pre_exec(move || {
-                    nix::sys::resource::setrlimit(
-                        nix::sys::resource::Resource::RLIMIT_FSIZE,
-                        limit,
-                        limit,
-                    )
-                    .map_err(io::Error::from)
-                });
-            }
-        }
         match cmd.spawn() {
-            // ETXTBSY: another thread of ours briefly held the file open for writing while
-            // forking (happens when executables are written during a run). Try again.
             Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempts < 20 => {
                 attempts += 1;
                 tokio::time::sleep(Duration::from_millis(10)).await;

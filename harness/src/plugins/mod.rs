@@ -2,6 +2,7 @@
 pub mod csi;
 pub mod dhv;
 pub mod driver;
+pub mod grpc;
 pub mod lock;
 pub mod variables;
 

@@ -11,12 +11,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use nomad_conform_reports::model::{OpEvent, Request, Response};
+use nomad_conform_reports::model::OpEvent;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 pub use nomad_conform_proto::csi::v1 as pb;
+
+use crate::plugins::grpc;
 
 /// The path of a `unix:///path` endpoint.
 pub fn socket_path(endpoint: &str) -> Result<PathBuf, String> {
@@ -89,28 +91,7 @@ impl Connection {
     }
 }
 
-/// The canonical name of a gRPC status code, as the CSI spec writes it.
-pub fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
+use crate::plugins::grpc::code_name;
 
 /// One finished RPC.
 #[derive(Debug, Clone)]
@@ -143,24 +124,12 @@ impl Rpc {
 
     /// `OK`, or `NOT_FOUND: volume x does not exist`.
     pub fn outcome(&self) -> String {
-        if self.ok() {
-            "OK".into()
-        } else if self.message.is_empty() {
-            self.code_name().to_string()
-        } else {
-            format!("{}: {}", self.code_name(), self.message)
-        }
+        grpc::outcome(self.code, &self.message)
     }
 
     /// A few lines for failure messages: the outcome, the time, and the request.
     pub fn summary(&self) -> String {
-        format!(
-            "{} {} after {}\nrequest: {}",
-            self.method,
-            self.outcome(),
-            crate::fmt_duration(self.duration),
-            self.request
-        )
+        grpc::summary(&self.method, &self.outcome(), self.duration, &self.request)
     }
 
     /// A command that repeats this call with grpcurl (the request is the recorded one, with any
@@ -186,23 +155,17 @@ impl Rpc {
         if self.timed_out {
             notes.push("no answer before the deadline".into());
         }
-        OpEvent {
-            operation: self.method.clone(),
-            started_ms: offset_ms,
-            duration_ms: self.duration.as_secs_f64() * 1000.0,
-            deadline_ms: Some(self.deadline.as_millis() as u64),
-            request: Request::Grpc {
-                method: self.path.clone(),
-                request: self.request.clone(),
-            },
-            response: Response::Grpc {
-                code: self.code_name().into(),
-                message: self.message.clone(),
-                response: self.response.clone(),
-            },
-            reproduce: Some(self.reproduce(socket)),
-            notes,
+        grpc::CallParts {
+            method: &self.method,
+            path: &self.path,
+            request: &self.request,
+            code: self.code,
+            message: &self.message,
+            response: self.response.as_ref(),
+            duration: self.duration,
+            deadline: self.deadline,
         }
+        .event(offset_ms, Some(self.reproduce(socket)), notes)
     }
 }
 
@@ -270,21 +233,27 @@ where
     Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
 {
     let request_json = protojson(serde_json::to_value(&request).unwrap_or_default());
-    let mut req = tonic::Request::new(request);
-    req.set_timeout(deadline);
-    let started = Instant::now();
-    // The gRPC timeout tells the plugin; the local timeout makes sure we stop waiting.
-    let result = tokio::time::timeout(deadline + Duration::from_millis(500), f(req)).await;
-    let duration = started.elapsed();
-    let (code, message, details_len, response, typed, timed_out) = match result {
-        Ok(Ok(resp)) => {
+    // The gRPC timeout tells the plugin; the local limit makes sure we stop waiting.
+    let grpc::Timed {
+        started,
+        duration,
+        answer,
+    } = grpc::timed(
+        request,
+        Some(deadline),
+        deadline + Duration::from_millis(500),
+        f,
+    )
+    .await;
+    let (code, message, details_len, response, typed, timed_out) = match answer {
+        Some(Ok(resp)) => {
             let inner = resp.into_inner();
             let json = serde_json::to_value(&inner).ok().map(protojson);
             (Code::Ok, String::new(), 0, json, Some(inner), false)
         }
         // tonic reports its own deadline as CANCELLED "Timeout expired": whatever the code, a
         // call that ran into the deadline timed out.
-        Ok(Err(status)) if duration >= deadline => (
+        Some(Err(status)) if duration >= deadline => (
             Code::DeadlineExceeded,
             format!(
                 "no answer before the deadline ({} {})",
@@ -296,7 +265,7 @@ where
             None,
             true,
         ),
-        Ok(Err(status)) => (
+        Some(Err(status)) => (
             status.code(),
             status.message().to_string(),
             status.details().len(),
@@ -304,7 +273,7 @@ where
             None,
             status.code() == Code::DeadlineExceeded,
         ),
-        Err(_) => (
+        None => (
             Code::DeadlineExceeded,
             "no answer before the deadline".into(),
             0,
@@ -358,11 +327,5 @@ mod tests {
                 "source": {"volume_expansion": {"type": 1}}
             })
         );
-    }
-
-    #[test]
-    fn code_names() {
-        assert_eq!(code_name(Code::InvalidArgument), "INVALID_ARGUMENT");
-        assert_eq!(code_name(Code::FailedPrecondition), "FAILED_PRECONDITION");
     }
 }

@@ -12,17 +12,18 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use nomad_conform_proto::nomad::structs::RecoverableError;
-use nomad_conform_reports::model::{OpEvent, Request, Response};
+use nomad_conform_reports::model::OpEvent;
 use prost::Message as _;
 use serde::Serialize;
 use serde_json::Value;
 use tonic::{Code, Status};
 
-use super::code_name;
 use super::launch_spec::LaunchSpec;
 use super::protocol::{RECOVERABLE_ERROR_TYPE_URL, Service};
 use super::protojson::{self, Payload};
 use super::reproduce::reproduce_script;
+use crate::plugins::grpc;
+use crate::plugins::grpc::code_name;
 
 /// How long to wait for an answer, and whether to tell the plugin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,22 +168,12 @@ impl DriverRpc {
 
     /// `OK`, or `UNKNOWN: task not found for given id`.
     pub fn outcome(&self) -> String {
-        match (self.ok(), self.message.is_empty()) {
-            (true, _) => "OK".into(),
-            (false, true) => self.code_name().into(),
-            (false, false) => format!("{}: {}", self.code_name(), self.message),
-        }
+        grpc::outcome(self.code, &self.message)
     }
 
     /// A few lines for failure messages: the outcome, the time, the request.
     pub fn summary(&self) -> String {
-        format!(
-            "{} {} after {}\nrequest: {}",
-            self.method,
-            self.outcome(),
-            crate::fmt_duration(self.duration),
-            self.request
-        )
+        grpc::summary(&self.method, &self.outcome(), self.duration, &self.request)
     }
 
     /// A shell script that starts the plugin as `launch` does, reads its handshake line, and
@@ -222,23 +213,17 @@ impl DriverRpc {
         if self.timed_out {
             notes.push("no answer before the deadline".into());
         }
-        OpEvent {
-            operation: self.method.clone(),
-            started_ms: offset_ms,
-            duration_ms: self.duration.as_secs_f64() * 1000.0,
-            deadline_ms: Some(self.deadline.wait.as_millis() as u64),
-            request: Request::Grpc {
-                method: self.path.clone(),
-                request: self.request.clone(),
-            },
-            response: Response::Grpc {
-                code: self.code_name().into(),
-                message: self.message.clone(),
-                response: self.response.clone(),
-            },
-            reproduce: launch.map(|l| self.reproduce(l)),
-            notes,
+        grpc::CallParts {
+            method: &self.method,
+            path: &self.path,
+            request: &self.request,
+            code: self.code,
+            message: &self.message,
+            response: self.response.as_ref(),
+            duration: self.duration,
+            deadline: self.deadline.wait,
         }
+        .event(offset_ms, launch.map(|l| self.reproduce(l)), notes)
     }
 }
 
@@ -260,13 +245,17 @@ where
     let deadline = deadline.into();
     let request_json = protojson::record(&request);
     let mut payloads = prefixed("request", protojson::payloads(&request_json));
-    let mut req = tonic::Request::new(request);
-    if deadline.header {
-        req.set_timeout(deadline.wait);
-    }
-    let started = Instant::now();
-    let result = tokio::time::timeout(deadline.wait, f(req)).await;
-    let duration = started.elapsed();
+    let grpc::Timed {
+        started,
+        duration,
+        answer,
+    } = grpc::timed(
+        request,
+        deadline.header.then_some(deadline.wait),
+        deadline.wait,
+        f,
+    )
+    .await;
     let mut rpc = DriverRpc {
         service,
         method: method.to_owned(),
@@ -282,15 +271,15 @@ where
         deadline,
         timed_out: false,
     };
-    let typed = match result {
-        Ok(Ok(resp)) => {
+    let typed = match answer {
+        Some(Ok(resp)) => {
             let inner = resp.into_inner();
             let json = protojson::record(&inner);
             payloads.extend(prefixed("response", protojson::payloads(&json)));
             rpc.response = Some(json);
             Some(inner)
         }
-        Ok(Err(status)) => {
+        Some(Err(status)) => {
             rpc.code = status.code();
             rpc.message = status.message().to_owned();
             rpc.details = StatusDetails::decode(status.details());
@@ -299,7 +288,7 @@ where
                 || (deadline.header && duration >= deadline.wait);
             None
         }
-        Err(_) => {
+        None => {
             rpc.code = Code::DeadlineExceeded;
             rpc.message = "no answer before the deadline (the harness cancelled the call)".into();
             rpc.timed_out = true;

@@ -231,39 +231,29 @@ async fn stderr_closed(output: &Arc<Mutex<Output>>, within: Duration) {
 }
 
 async fn spawn(spec: &LaunchSpec) -> std::io::Result<tokio::process::Child> {
-    let mut attempts = 0;
-    loop {
-        let mut cmd = Command::new(&spec.program);
-        cmd.args(&spec.args);
-        match &spec.base_env {
-            BaseEnv::Inherit => {
-                if !spec.send_magic_cookie {
-                    cmd.env_remove(MAGIC_COOKIE_KEY);
-                }
-            }
-            BaseEnv::Exact(base) => {
-                cmd.env_clear();
-                cmd.envs(base.iter().map(|(k, v)| (k, v)));
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args);
+    match &spec.base_env {
+        BaseEnv::Inherit => {
+            if !spec.send_magic_cookie {
+                cmd.env_remove(MAGIC_COOKIE_KEY);
             }
         }
-        cmd.envs(spec.host_env());
-        if let Some(cwd) = &spec.cwd {
-            cmd.current_dir(cwd);
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        match cmd.spawn() {
-            // ETXTBSY: the executable was just written by another thread (see process.rs).
-            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempts < 20 => {
-                attempts += 1;
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            other => return other,
+        BaseEnv::Exact(base) => {
+            cmd.env_clear();
+            cmd.envs(base.iter().map(|(k, v)| (k, v)));
         }
     }
+    cmd.envs(spec.host_env());
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    crate::process::spawn_retrying(&mut cmd).await
 }
 
 #[cfg(test)]

@@ -68,6 +68,3 @@ pub use protocol::*;
 pub use nomad_conform_proto::goplugin;
 pub use nomad_conform_proto::grpc::health::v1 as health;
 pub use nomad_conform_proto::nomad::{base, drivers, hclspec, structs};
-
-/// The gRPC code name (`UNIMPLEMENTED`); shared with the CSI transport.
-pub use crate::plugins::csi::code_name;

@@ -63,7 +63,7 @@ pub struct StdioCapture {
 
 fn failed(status: &tonic::Status) -> SideStream {
     SideStream::Failed {
-        code: super::code_name(status.code()).into(),
+        code: crate::plugins::grpc::code_name(status.code()).into(),
         message: status.message().into(),
     }
 }

@@ -18,11 +18,11 @@ use tokio::task::JoinHandle;
 use tonic::Status;
 
 use super::call::StatusDetails;
-use super::code_name;
 use super::launch_spec::LaunchSpec;
 use super::protocol::Service;
 use super::protojson;
 use super::reproduce::reproduce_script;
+use crate::plugins::grpc::code_name;
 
 /// How a stream stands.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
