@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{Pid, getpid, getsid};
 
-use crate::process::{ProcInfo, ProcStat as Stat, cmdline, proc_stat as stat};
+use crate::procfs::{ProcInfo, ProcStat as Stat, cmdline, proc_stat as stat};
 
 /// How long reaping waits for killed processes to die.
 const REAP_WITHIN: Duration = Duration::from_millis(500);

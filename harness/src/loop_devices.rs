@@ -10,12 +10,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use futures::future::BoxFuture;
-
-use crate::ledger::{Resource, TeardownOutcome};
 
 // LOOP_CLR_FD (linux/loop.h) predates the _IO encoding, hence the "bad" macro.
 nix::ioctl_none_bad!(loop_clr_fd, 0x4C01);
@@ -119,46 +114,6 @@ pub async fn still_attached_after(seen: &[Attached], within: Duration) -> Vec<At
             return left;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Loop devices seen behind a scenario's block volumes, checked once the scenario's cleanup
-/// has run: one still attached to the same file is a leak (the plugin's unstage, unpublish
-/// and delete all ran, and the device still pins the image).
-#[derive(Clone, Debug, Default)]
-pub struct LoopWatch {
-    pub seen: Arc<Mutex<Vec<Attached>>>,
-}
-
-impl LoopWatch {
-    pub fn note(&self, attached: Attached) {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if !seen.contains(&attached) {
-            seen.push(attached);
-        }
-    }
-
-    pub fn seen(&self) -> Vec<Attached> {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
-impl Resource for LoopWatch {
-    fn describe(&self) -> String {
-        "loop devices behind block volumes".into()
-    }
-
-    fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
-        Box::pin(async move {
-            let left = still_attached_after(&self.seen(), Duration::from_secs(1)).await;
-            TeardownOutcome {
-                leaked: left
-                    .iter()
-                    .map(|a| format!("{a} is still attached after the scenario's cleanup"))
-                    .collect(),
-                notes: Vec::new(),
-            }
-        })
     }
 }
 

@@ -53,18 +53,10 @@ pub struct ExecSpec {
     pub disk_watch: crate::disk_guard::DiskWatch,
 }
 
-/// A process seen in the plugin's process group.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProcInfo {
-    pub pid: i32,
-    pub cmdline: String,
-}
-
-impl std::fmt::Display for ProcInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "pid {} ({})", self.pid, self.cmdline)
-    }
-}
+pub(crate) use crate::procfs::proc_stat;
+pub use crate::procfs::{
+    ProcInfo, cmdline, group_members, processes_in, signal_bit, signal_dispositions,
+};
 
 #[derive(Debug)]
 pub struct ExecOutput {
@@ -561,132 +553,9 @@ fn exit_status(st: std::process::ExitStatus) -> ExitStatus {
     }
 }
 
-/// Live (non-zombie) processes whose process group is `pgid`, found through /proc.
-pub fn group_members(pgid: i32) -> Vec<ProcInfo> {
-    if pgid <= 0 || killpg(Pid::from_raw(pgid), None).is_err() {
-        return Vec::new();
-    }
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| proc_stat(*pid).is_some_and(|s| !s.zombie && s.pgrp == pgid))
-        .map(|pid| ProcInfo {
-            pid,
-            cmdline: cmdline(pid),
-        })
-        .collect()
-}
-
-/// What /proc/PID/stat says about a process.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ProcStat {
-    pub zombie: bool,
-    pub ppid: i32,
-    pub pgrp: i32,
-    pub session: i32,
-}
-
-pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The fields after the command name, which is in parentheses and may contain anything:
-    // state, ppid, pgrp, session, ...
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(ProcStat {
-        zombie: *f.first()? == "Z",
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        session: f.get(3)?.parse().ok()?,
-    })
-}
-
-/// A process's command line, its arguments joined by spaces.
-/// Live processes (not the harness) whose working directory or root directory lies inside
-/// `dir`: what a run started there, whatever environment it carries (a task a driver runs in
-/// the allocation directory the harness built, a chrooted one included).
-pub fn processes_in(dir: &std::path::Path) -> Vec<ProcInfo> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let me = std::process::id() as i32;
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| *pid != me)
-        .filter(|pid| proc_stat(*pid).is_some_and(|s| !s.zombie))
-        .filter(|pid| {
-            ["cwd", "root"].iter().any(|link| {
-                std::fs::read_link(format!("/proc/{pid}/{link}"))
-                    .is_ok_and(|p| p.starts_with(dir) && p != std::path::Path::new("/"))
-            })
-        })
-        .map(|pid| ProcInfo {
-            pid,
-            cmdline: cmdline(pid),
-        })
-        .collect()
-}
-
-pub fn cmdline(pid: i32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            String::from_utf8_lossy(&b)
-                .split('\0')
-                .filter(|s| !s.is_empty())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default()
-}
-
-/// Which signals a process catches and which it ignores (`SigCgt` and `SigIgn` of
-/// /proc/PID/status: bit N-1 is signal N).
-pub fn signal_dispositions(pid: i32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let mask = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-    };
-    Some((mask("SigCgt:")?, mask("SigIgn:")?))
-}
-
-/// The bit of `signal` in a /proc signal mask.
-pub fn signal_bit(signal: nix::sys::signal::Signal) -> u64 {
-    1u64 << (signal as i32 - 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dispositions_show_a_shell_trap_and_an_ignored_signal() {
-        use nix::sys::signal::Signal;
-        let mut child = std::process::Command::new("/bin/sh")
-            .args([
-                "-c",
-                "trap 'exit 43' USR1; trap '' TERM; echo ready; while :; do sleep 0.1; done",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let (caught, ignored) = signal_dispositions(child.id() as i32).unwrap();
-        let _ = child.kill();
-        let _ = child.wait();
-        assert_ne!(caught & signal_bit(Signal::SIGUSR1), 0, "{caught:x}");
-        assert_ne!(ignored & signal_bit(Signal::SIGTERM), 0, "{ignored:x}");
-        assert_eq!(caught & signal_bit(Signal::SIGTERM), 0, "{caught:x}");
-    }
 
     fn sh(script: &str, deadline_ms: u64) -> ExecSpec {
         ExecSpec {

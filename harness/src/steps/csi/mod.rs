@@ -124,7 +124,7 @@ pub struct CsiWorld {
     controller_published: std::collections::HashSet<String>,
     /// Loop devices found behind block volumes' targets when they were published; checked
     /// again after the scenario's cleanup.
-    loops_seen: crate::loop_devices::LoopWatch,
+    loops_seen: crate::loop_watch::LoopWatch,
     /// Loop devices behind block targets that the claims attached (not there before them).
     claim_loops: Vec<crate::loop_devices::Attached>,
     /// A file was written into the first volume through a claim, to look for in its copies.
