@@ -106,20 +106,10 @@ fn decode_spec(
             nested,
         } => {
             let at = child_path(path, name);
-            let blocks = blocks_of(content, name);
-            let Some(first) = blocks.first() else {
-                if *required {
-                    errs.push(DecodeError::MissingBlock { path: at });
-                }
-                return Value::Null;
-            };
-            if blocks.len() > 1 {
-                errs.push(DecodeError::DuplicateBlock {
-                    path: at.clone(),
-                    detail: format!("only one {name:?} block is allowed, found {}", blocks.len()),
-                });
+            match single_block(content, name, *required, &at, errs) {
+                Some(block) => decode_body(block.body, nested, &at, ctx, errs),
+                None => Value::Null,
             }
-            decode_body(first.body, nested, &at, ctx, errs)
         }
         SpecTree::BlockAttrs {
             name,
@@ -127,43 +117,10 @@ fn decode_spec(
             required,
         } => {
             let at = child_path(path, name);
-            let blocks = blocks_of(content, name);
-            let Some(first) = blocks.first() else {
-                if *required {
-                    errs.push(DecodeError::MissingBlock { path: at });
-                }
-                return Value::Null;
-            };
-            if blocks.len() > 1 {
-                errs.push(DecodeError::DuplicateBlock {
-                    path: at.clone(),
-                    detail: format!("only one {name:?} block is allowed, found {}", blocks.len()),
-                });
+            match single_block(content, name, *required, &at, errs) {
+                Some(block) => decode_block_attrs(block, element_type, at, ctx, errs),
+                None => Value::Null,
             }
-            let mut out = BTreeMap::new();
-            for (k, v) in first.body.just_attributes(&at, ctx, errs) {
-                let value = match v {
-                    Some(v) => convert_or_report(&v, element_type, &child_path(&at, &k), errs),
-                    None => Value::Null,
-                };
-                out.insert(k, value);
-            }
-            // hcldec builds the map with cty.MapVal, which panics unless every value has the
-            // same type; only an `any` element type lets them differ.
-            if element_type.has_any() {
-                let types: Vec<_> = out.values().map(Value::ty).collect();
-                if types.windows(2).any(|w| w[0] != w[1]) {
-                    errs.push(DecodeError::NomadPanics {
-                        path: at,
-                        reason: format!(
-                            "the attributes of this block_attrs block (type {element_type}) \
-                             have different types"
-                        ),
-                    });
-                    return Value::Null;
-                }
-            }
-            Value::Map(out)
         }
         SpecTree::BlockList {
             name,
@@ -178,29 +135,14 @@ fn decode_spec(
             nested,
         } => {
             let at = child_path(path, name);
-            let blocks = blocks_of(content, name);
-            let mut elems: Vec<Value> = blocks
-                .iter()
-                .enumerate()
-                .map(|(i, b)| decode_body(b.body, nested, &format!("{at}[{i}]"), ctx, errs))
-                .collect();
-            let found = elems.len();
-            if (found as u64) < *min_items {
-                errs.push(DecodeError::TooFewBlocks {
-                    path: at.clone(),
-                    min: *min_items,
-                    found,
-                });
-            } else if *max_items > 0 && found as u64 > *max_items {
-                errs.push(DecodeError::TooManyBlocks {
-                    path: at.clone(),
-                    max: *max_items,
-                    found,
-                });
-            }
-            if nested.implied_type().has_any() && elems.len() > 1 {
-                elems = unify_blocks(elems, &at, errs);
-            }
+            let elems = decode_block_sequence(
+                blocks_of(content, name),
+                nested,
+                (*min_items, *max_items),
+                &at,
+                ctx,
+                errs,
+            );
             if matches!(spec, SpecTree::BlockSet { .. }) {
                 Value::Set(canonical_set(elems))
             } else {
@@ -220,26 +162,7 @@ fn decode_spec(
                 });
                 return Value::Null;
             }
-            let mut root = BTreeMap::new();
-            for block in blocks_of(content, name) {
-                let mut label_path = at.clone();
-                for l in &block.labels {
-                    label_path.push_str(&format!("[{l:?}]"));
-                }
-                let value = decode_body(block.body, nested, &label_path, ctx, errs);
-                if !insert_labelled(&mut root, &block.labels, value) {
-                    let shown_labels: Vec<String> =
-                        block.labels.iter().map(|l| format!("{l:?}")).collect();
-                    errs.push(DecodeError::DuplicateBlock {
-                        path: label_path,
-                        detail: format!(
-                            "a {name:?} block with labels {} was already defined; the labels must be unique",
-                            shown_labels.join(" ")
-                        ),
-                    });
-                }
-            }
-            Value::Map(root)
+            decode_block_map(blocks_of(content, name), name, nested, &at, ctx, errs)
         }
         SpecTree::Default { primary, default } => {
             let v = decode_spec(primary, content, path, ctx, errs);
@@ -251,6 +174,134 @@ fn decode_spec(
         }
         SpecTree::Literal { value, .. } => value.clone(),
     }
+}
+
+/// The one block called `name` (a `block` or `block_attrs` spec): missing when required and
+/// duplicated are reported; with several, the first is decoded.
+fn single_block<'c, 'a>(
+    content: &'c Content<'a>,
+    name: &str,
+    required: bool,
+    at: &str,
+    errs: &mut Vec<DecodeError>,
+) -> Option<&'c InputBlock<'a>> {
+    let blocks = blocks_of(content, name);
+    let Some(first) = blocks.first() else {
+        if required {
+            errs.push(DecodeError::MissingBlock {
+                path: at.to_string(),
+            });
+        }
+        return None;
+    };
+    if blocks.len() > 1 {
+        errs.push(DecodeError::DuplicateBlock {
+            path: at.to_string(),
+            detail: format!("only one {name:?} block is allowed, found {}", blocks.len()),
+        });
+    }
+    Some(first)
+}
+
+/// A `block_attrs` block: its attributes as a map of `element_type`.
+fn decode_block_attrs(
+    block: &InputBlock<'_>,
+    element_type: &crate::types::Type,
+    at: String,
+    ctx: &Context,
+    errs: &mut Vec<DecodeError>,
+) -> Value {
+    let mut out = BTreeMap::new();
+    for (k, v) in block.body.just_attributes(&at, ctx, errs) {
+        let value = match v {
+            Some(v) => convert_or_report(&v, element_type, &child_path(&at, &k), errs),
+            None => Value::Null,
+        };
+        out.insert(k, value);
+    }
+    // hcldec builds the map with cty.MapVal, which panics unless every value has the same
+    // type; only an `any` element type lets them differ.
+    if element_type.has_any() {
+        let types: Vec<_> = out.values().map(Value::ty).collect();
+        if types.windows(2).any(|w| w[0] != w[1]) {
+            errs.push(DecodeError::NomadPanics {
+                path: at,
+                reason: format!(
+                    "the attributes of this block_attrs block (type {element_type}) have \
+                     different types"
+                ),
+            });
+            return Value::Null;
+        }
+    }
+    Value::Map(out)
+}
+
+/// The blocks of a `block_list` or `block_set`, each decoded, their count checked against
+/// `(min_items, max_items)` (a max of 0 is no limit).
+fn decode_block_sequence(
+    blocks: Vec<&InputBlock<'_>>,
+    nested: &SpecTree,
+    (min_items, max_items): (u64, u64),
+    at: &str,
+    ctx: &Context,
+    errs: &mut Vec<DecodeError>,
+) -> Vec<Value> {
+    let elems: Vec<Value> = blocks
+        .iter()
+        .enumerate()
+        .map(|(i, b)| decode_body(b.body, nested, &format!("{at}[{i}]"), ctx, errs))
+        .collect();
+    let found = elems.len();
+    if (found as u64) < min_items {
+        errs.push(DecodeError::TooFewBlocks {
+            path: at.to_string(),
+            min: min_items,
+            found,
+        });
+    } else if max_items > 0 && found as u64 > max_items {
+        errs.push(DecodeError::TooManyBlocks {
+            path: at.to_string(),
+            max: max_items,
+            found,
+        });
+    }
+    if nested.implied_type().has_any() && elems.len() > 1 {
+        unify_blocks(elems, at, errs)
+    } else {
+        elems
+    }
+}
+
+/// The labelled blocks of a `block_map`, nested by their labels; a repeated label set is
+/// reported.
+fn decode_block_map(
+    blocks: Vec<&InputBlock<'_>>,
+    name: &str,
+    nested: &SpecTree,
+    at: &str,
+    ctx: &Context,
+    errs: &mut Vec<DecodeError>,
+) -> Value {
+    let mut root = BTreeMap::new();
+    for block in blocks {
+        let mut label_path = at.to_string();
+        for l in &block.labels {
+            label_path.push_str(&format!("[{l:?}]"));
+        }
+        let value = decode_body(block.body, nested, &label_path, ctx, errs);
+        if !insert_labelled(&mut root, &block.labels, value) {
+            let shown_labels: Vec<String> = block.labels.iter().map(|l| format!("{l:?}")).collect();
+            errs.push(DecodeError::DuplicateBlock {
+                path: label_path,
+                detail: format!(
+                    "a {name:?} block with labels {} was already defined; the labels must be unique",
+                    shown_labels.join(" ")
+                ),
+            });
+        }
+    }
+    Value::Map(root)
 }
 
 fn convert_or_report(

@@ -554,6 +554,70 @@ pub fn timing_advice(
     stop_on_client_after: Duration,
 ) -> Advice {
     let mut lines = Vec::new();
+    let free = when_the_lock_is_free(measured, ttl, lock_delay, &mut lines);
+    let (reaction, old_gone) =
+        when_the_old_allocation_is_gone(measured, stop_on_client_after, &mut lines);
+    let worst_overlap = old_gone.saturating_sub(free.earliest);
+    if worst_overlap.is_zero() {
+        lines.push(format!(
+            "Worst overlap: none — the old allocation is gone {} before the lock can first be \
+             free ({}).",
+            fmt(free.earliest.saturating_sub(old_gone)),
+            fmt(free.earliest)
+        ));
+    } else {
+        lines.push(format!(
+            "Worst overlap: {} — the old process may still run that long after a replacement \
+             could take the lock at {}. Lower stop_on_client_after below {} or raise the TTL or \
+             lock delay.",
+            fmt(worst_overlap),
+            fmt(free.earliest),
+            fmt(free.earliest.saturating_sub(reaction))
+        ));
+    }
+    let overlap_bounded = !measured.ran_on_after_loss;
+    if !overlap_bounded {
+        lines.push(
+            "Warning: a protected process kept running after its client lost the lock and had \
+             not ended when observation stopped; no overlap bound holds for such a client."
+                .to_string(),
+        );
+    }
+    let wait = replacement_retry(measured, ttl, &mut lines);
+    let downtime = free.latest + wait;
+    lines.push(format!(
+        "Worst downtime after a node failure: {} = {} until the lock is free + {} until the \
+         replacement's next attempt. Not counted: the time the servers take to mark the node \
+         down and place the replacement, and the replacement's start-up.",
+        fmt(downtime),
+        fmt(free.latest),
+        fmt(wait)
+    ));
+    lines.push(give_up_verdict(measured.give_up_min, downtime));
+    Advice {
+        worst_overlap,
+        overlap_bounded,
+        worst_downtime_after_node_failure: downtime,
+        explanation: lines,
+    }
+}
+
+/// When the lock of a failed node's holder is free again, measured from the failure.
+struct Free {
+    /// The failure came just before a renewal was due.
+    earliest: Duration,
+    /// It came right after a renewal: 2 × TTL and the lock delay.
+    latest: Duration,
+}
+
+/// The server's side: 2 × TTL after the last renewal, then the lock delay; renewals measured
+/// (or assumed at TTL/2) decide how much of that the failure can cut short.
+fn when_the_lock_is_free(
+    measured: &MeasuredTiming,
+    ttl: Duration,
+    lock_delay: Duration,
+    lines: &mut Vec<String>,
+) -> Free {
     let held = ttl * 2 + lock_delay;
     lines.push(format!(
         "After the holder's last renewal the server keeps the lock for 2 × TTL ({}) and then \
@@ -590,16 +654,29 @@ pub fn timing_advice(
             fmt(ttl * 2)
         ));
     }
-    let earliest_free = held.saturating_sub(renew.min(ttl * 2));
+    let earliest = held.saturating_sub(renew.min(ttl * 2));
     lines.push(format!(
         "So after a node failure the lock is free between {} (the failure came just before a \
          renewal was due: {} − {}) and {} (it came right after a renewal).",
-        fmt(earliest_free),
+        fmt(earliest),
         fmt(held),
         fmt(renew.min(ttl * 2)),
         fmt(held)
     ));
+    Free {
+        earliest,
+        latest: held,
+    }
+}
 
+/// The node's side: the disconnected client stops the old allocation `stop_on_client_after`
+/// after the failure, and its protected process takes the measured reaction time to end.
+/// Returns the reaction time and when the old allocation is gone.
+fn when_the_old_allocation_is_gone(
+    measured: &MeasuredTiming,
+    stop_on_client_after: Duration,
+    lines: &mut Vec<String>,
+) -> (Duration, Duration) {
     let reaction = match measured.stop_after_loss_max {
         Some(k) => {
             lines.push(format!(
@@ -629,34 +706,17 @@ pub fn timing_advice(
         fmt(stop_on_client_after),
         fmt(reaction)
     ));
-    let worst_overlap = old_gone.saturating_sub(earliest_free);
-    if worst_overlap.is_zero() {
-        lines.push(format!(
-            "Worst overlap: none — the old allocation is gone {} before the lock can first be \
-             free ({}).",
-            fmt(earliest_free.saturating_sub(old_gone)),
-            fmt(earliest_free)
-        ));
-    } else {
-        lines.push(format!(
-            "Worst overlap: {} — the old process may still run that long after a replacement \
-             could take the lock at {}. Lower stop_on_client_after below {} or raise the TTL or \
-             lock delay.",
-            fmt(worst_overlap),
-            fmt(earliest_free),
-            fmt(earliest_free.saturating_sub(reaction))
-        ));
-    }
-    let overlap_bounded = !measured.ran_on_after_loss;
-    if !overlap_bounded {
-        lines.push(
-            "Warning: a protected process kept running after its client lost the lock and had \
-             not ended when observation stopped; no overlap bound holds for such a client."
-                .to_string(),
-        );
-    }
+    (reaction, old_gone)
+}
 
-    let wait = match measured.acquire_retry_max {
+/// How long a waiting replacement takes to try again: measured, or the Go lock helper's
+/// default of 1.1 × TTL.
+fn replacement_retry(
+    measured: &MeasuredTiming,
+    ttl: Duration,
+    lines: &mut Vec<String>,
+) -> Duration {
+    match measured.acquire_retry_max {
         Some(w) => {
             lines.push(format!(
                 "A client waiting for the lock tried again at most {} apart [measured].",
@@ -673,42 +733,29 @@ pub fn timing_advice(
             ));
             w
         }
-    };
-    let downtime = held + wait;
-    lines.push(format!(
-        "Worst downtime after a node failure: {} = {} until the lock is free + {} until the \
-         replacement's next attempt. Not counted: the time the servers take to mark the node \
-         down and place the replacement, and the replacement's start-up.",
-        fmt(downtime),
-        fmt(held),
-        fmt(wait)
-    ));
-    match measured.give_up_min {
-        Some(g) if g < downtime => lines.push(format!(
+    }
+}
+
+/// Whether the measured give-up time outlasts a failed node's lock.
+fn give_up_verdict(give_up_min: Option<Duration>, downtime: Duration) -> String {
+    match give_up_min {
+        Some(g) if g < downtime => format!(
             "Warning: a client gave up {} after its first acquire attempt, before the lock of a \
              failed node can be free ({}): a replacement placed right after a failure fails \
              and has to be rescheduled. Let it try for longer than {}.",
             fmt(g),
             fmt(downtime),
             fmt(downtime)
-        )),
-        Some(g) => lines.push(format!(
+        ),
+        Some(g) => format!(
             "A client gave up after {} [measured]: long enough to outlast a failed node's lock \
              ({}).",
             fmt(g),
             fmt(downtime)
-        )),
-        None => lines.push(
-            "No give-up time was measured: make sure the client keeps trying for longer than \
-             the worst downtime above."
-                .to_string(),
         ),
-    }
-    Advice {
-        worst_overlap,
-        overlap_bounded,
-        worst_downtime_after_node_failure: downtime,
-        explanation: lines,
+        None => "No give-up time was measured: make sure the client keeps trying for longer than \
+             the worst downtime above."
+            .to_string(),
     }
 }
 

@@ -126,23 +126,85 @@ impl Timeline<'_> {
         lanes
     }
 
-    /// The SVG document.
+    /// The SVG document: the frame and legend, then each layer over the lanes, the axis last.
     pub fn render(&self) -> String {
-        let lanes = self.lanes();
-        let span = offset_ms(self.t0, self.until).max(1) as f64;
-        let plot = WIDTH - LEFT - RIGHT;
-        let x = |ms: u64| LEFT + plot * (ms as f64 / span).min(1.0);
-        let at = |i: Instant| x(offset_ms(self.t0, i));
-        let height = TOP + LANE * lanes.len().max(1) as f64 + AXIS;
-        let lane_y = |client: Option<&str>| -> Option<f64> {
-            let name = client.unwrap_or("(no client)");
-            lanes
-                .iter()
-                .position(|l| l == name)
-                .map(|i| TOP + LANE * i as f64)
-        };
+        let mut d = Drawing::new(self);
+        d.frame();
+        d.lanes();
+        d.partitions();
+        d.holds();
+        d.probes();
+        d.unanswered();
+        d.faults();
+        d.violations();
+        d.axis()
+    }
+}
 
-        let mut s = String::new();
+/// Where things go: the time scale and the lanes.
+struct Scale {
+    t0: Instant,
+    until: Instant,
+    /// The whole time drawn, in ms.
+    span: f64,
+    lanes: Vec<String>,
+}
+
+impl Scale {
+    /// The width of the plot area.
+    const PLOT: f64 = WIDTH - LEFT - RIGHT;
+
+    fn x(&self, ms: u64) -> f64 {
+        LEFT + Self::PLOT * (ms as f64 / self.span).min(1.0)
+    }
+
+    fn at(&self, i: Instant) -> f64 {
+        self.x(offset_ms(self.t0, i))
+    }
+
+    fn ms(&self, i: Instant) -> u64 {
+        offset_ms(self.t0, i)
+    }
+
+    /// The top of a client's lane (holds without a client have a lane of their own).
+    fn lane_y(&self, client: Option<&str>) -> Option<f64> {
+        let name = client.unwrap_or("(no client)");
+        self.lanes
+            .iter()
+            .position(|l| l == name)
+            .map(|i| TOP + LANE * i as f64)
+    }
+
+    fn lanes_height(&self) -> f64 {
+        LANE * self.lanes.len().max(1) as f64
+    }
+}
+
+/// A timeline being drawn, one layer after another.
+struct Drawing<'t, 'a> {
+    tl: &'t Timeline<'a>,
+    scale: Scale,
+    s: String,
+}
+
+impl<'t, 'a> Drawing<'t, 'a> {
+    fn new(tl: &'t Timeline<'a>) -> Self {
+        Drawing {
+            tl,
+            scale: Scale {
+                t0: tl.t0,
+                until: tl.until,
+                span: offset_ms(tl.t0, tl.until).max(1) as f64,
+                lanes: tl.lanes(),
+            },
+            s: String::new(),
+        }
+    }
+
+    /// The document's head, the hatch patterns, the background and the legend.
+    fn frame(&mut self) {
+        let height = TOP + self.scale.lanes_height() + AXIS;
+        let s = &mut self.s;
         let _ = write!(
             s,
             r#"<svg xmlns="http://www.w3.org/2000/svg" class="lock-timeline" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">"#
@@ -166,82 +228,96 @@ impl Timeline<'_> {
             );
         }
         s.push_str("</g>");
+    }
 
-        // Lanes.
-        for (i, name) in lanes.iter().enumerate() {
+    /// One band per client, named on the left.
+    fn lanes(&mut self) {
+        for (i, name) in self.scale.lanes.iter().enumerate() {
             let y = TOP + LANE * i as f64;
             let fill = if i % 2 == 0 { "#f7f7f7" } else { "#efefef" };
             let _ = write!(
-                s,
+                self.s,
                 r##"<g class="lane" data-client="{c}"><rect x="0" y="{y}" width="{WIDTH}" height="{LANE}" fill="{fill}"/><text x="8" y="{}" fill="#222">{c}</text></g>"##,
                 y + LANE / 2.0 + 4.0,
                 c = escape(name)
             );
         }
+    }
 
-        // Partitions: shaded behind the lane.
-        for p in self.partitions {
-            let Some(y) = lane_y(Some(&p.client)) else {
+    /// Partitions: shaded behind the lane.
+    fn partitions(&mut self) {
+        let sc = &self.scale;
+        for p in self.tl.partitions {
+            let Some(y) = sc.lane_y(Some(&p.client)) else {
                 continue;
             };
             for w in &p.windows {
-                let (x1, x2) = (at(w.start), at(w.end.unwrap_or(self.until)));
+                let end = w.end.unwrap_or(sc.until);
+                let (x1, x2) = (sc.at(w.start), sc.at(end));
                 let (mode, fill) = match w.mode {
                     PartitionMode::Refuse => ("refusing", "#f6ad55"),
                     PartitionMode::Hang => ("hanging", "#b794f4"),
                 };
                 let _ = write!(
-                    s,
+                    self.s,
                     r##"<rect class="partition" data-mode="{mode}" x="{x1:.1}" y="{y}" width="{:.1}" height="{LANE}" fill="{fill}" fill-opacity="0.35"><title>partition ({mode}) {}–{} ms</title></rect>"##,
                     (x2 - x1).max(1.0),
-                    offset_ms(self.t0, w.start),
-                    offset_ms(self.t0, w.end.unwrap_or(self.until)),
+                    sc.ms(w.start),
+                    sc.ms(end),
                 );
             }
         }
+    }
 
-        // Holds.
-        for h in self.holds {
-            let Some(y) = lane_y(h.client.as_deref()) else {
+    /// The server's holds, paler after the leader's timer fired.
+    fn holds(&mut self) {
+        let sc = &self.scale;
+        for h in self.tl.holds {
+            let Some(y) = sc.lane_y(h.client.as_deref()) else {
                 continue;
             };
-            let valid_end = h.valid_until().unwrap_or(self.until);
-            let (x1, x2) = (at(h.start), at(valid_end));
+            let valid_end = h.valid_until().unwrap_or(sc.until);
+            let (x1, x2) = (sc.at(h.start), sc.at(valid_end));
             let _ = write!(
-                s,
+                self.s,
                 r##"<rect class="hold" x="{x1:.1}" y="{:.1}" width="{:.1}" height="12" fill="#38a169"><title>lock {} held {}–{} ms{}</title></rect>"##,
                 y + 8.0,
                 (x2 - x1).max(1.0),
                 escape(&h.lock_id),
-                offset_ms(self.t0, h.start),
-                offset_ms(self.t0, valid_end),
+                sc.ms(h.start),
+                sc.ms(valid_end),
                 match h.end_reason {
                     Some(r) => format!(" ({r:?})").to_lowercase(),
                     None => String::new(),
                 }
             );
             if let (Some(exp), end) = (h.expired, h.end) {
-                let x3 = at(end.unwrap_or(self.until));
-                let x2 = at(exp);
+                let x3 = sc.at(end.unwrap_or(sc.until));
+                let x2 = sc.at(exp);
                 let _ = write!(
-                    s,
+                    self.s,
                     r##"<rect class="hold-expired" x="{x2:.1}" y="{:.1}" width="{:.1}" height="12" fill="#9ae6b4"><title>lock {} expired at {} ms, kept through the lock delay</title></rect>"##,
                     y + 8.0,
                     (x3 - x2).max(1.0),
                     escape(&h.lock_id),
-                    offset_ms(self.t0, exp)
+                    sc.ms(exp)
                 );
             }
         }
+    }
 
-        // Probes.
-        for p in self.probes {
-            let Some(y) = lane_y(Some(&p.label)) else {
+    /// Each run of the protected process: hatched where its client killed it, grey where the
+    /// harness stopped it at the end of the clause.
+    fn probes(&mut self) {
+        let sc = &self.scale;
+        for p in self.tl.probes {
+            let Some(y) = sc.lane_y(Some(&p.label)) else {
                 continue;
             };
-            let end = p.end.unwrap_or(self.until);
-            let (x1, x2) = (at(p.start), at(end));
+            let end = p.end.unwrap_or(sc.until);
+            let (x1, x2) = (sc.at(p.start), sc.at(end));
             let stopped_by_harness = self
+                .tl
                 .stopped_at
                 .is_some_and(|s| p.end.is_none_or(|e| e >= s));
             let fill = if stopped_by_harness {
@@ -262,26 +338,29 @@ impl Timeline<'_> {
                 _ => "ended".to_string(),
             };
             let _ = write!(
-                s,
+                self.s,
                 r##"<rect class="probe" x="{x1:.1}" y="{:.1}" width="{:.1}" height="12" fill="{fill}"><title>probe pid {} ran {}–{} ms, {how}</title></rect>"##,
                 y + 24.0,
                 (x2 - x1).max(1.0),
                 p.pid,
-                offset_ms(self.t0, p.start),
-                offset_ms(self.t0, end),
+                sc.ms(p.start),
+                sc.ms(end),
             );
         }
+    }
 
-        // Requests that got no answer (a dropped or refused connection, a client that gave up):
-        // a grey cross on the hold bar's row.
-        for e in self.exchanges.iter().filter(|e| e.status.is_none()) {
-            let Some(y) = lane_y(Some(&e.client)) else {
+    /// Requests that got no answer (a dropped or refused connection, a client that gave up):
+    /// a grey cross on the hold bar's row.
+    fn unanswered(&mut self) {
+        let sc = &self.scale;
+        for e in self.tl.exchanges.iter().filter(|e| e.status.is_none()) {
+            let Some(y) = sc.lane_y(Some(&e.client)) else {
                 continue;
             };
-            let cx = at(e.at);
+            let cx = sc.at(e.at);
             let cy = y + 14.0;
             let _ = write!(
-                s,
+                self.s,
                 r##"<path class="dropped" d="M{:.1} {:.1} L{:.1} {:.1} M{:.1} {:.1} L{:.1} {:.1}" stroke="#718096" stroke-width="1.5"><title>{} at {} ms: no answer ({:?})</title></path>"##,
                 cx - 3.0,
                 cy - 3.0,
@@ -292,20 +371,23 @@ impl Timeline<'_> {
                 cx + 3.0,
                 cy - 3.0,
                 escape(e.operation.as_str()),
-                offset_ms(self.t0, e.at),
+                sc.ms(e.at),
                 e.outcome
             );
         }
+    }
 
-        // Faults: a small red mark above the hold bar.
-        for e in self.exchanges {
+    /// The proxy's faults: a small red mark above the hold bar.
+    fn faults(&mut self) {
+        let sc = &self.scale;
+        for e in self.tl.exchanges {
             let Some(f) = &e.fault else { continue };
-            let Some(y) = lane_y(Some(&e.client)) else {
+            let Some(y) = sc.lane_y(Some(&e.client)) else {
                 continue;
             };
-            let cx = at(e.at);
+            let cx = sc.at(e.at);
             let _ = write!(
-                s,
+                self.s,
                 r##"<path class="fault" d="M{:.1} {:.1} L{:.1} {:.1} L{:.1} {:.1} Z" fill="#e53e3e"><title>{} {} at {} ms: {}</title></path>"##,
                 cx - 3.0,
                 y + 1.0,
@@ -315,21 +397,23 @@ impl Timeline<'_> {
                 y + 7.0,
                 escape(e.operation.as_str()),
                 escape(&e.method),
-                offset_ms(self.t0, e.at),
+                sc.ms(e.at),
                 escape(&f.description)
             );
         }
+    }
 
-        // Violations, outlined on the lanes of the clients they involve.
-        let lanes_h = LANE * lanes.len().max(1) as f64;
-        for v in self.violations {
-            let (x1, x2) = (x(v.window.start_ms), x(v.window.end_ms));
+    /// Violations, outlined on the lanes of the clients they involve.
+    fn violations(&mut self) {
+        let sc = &self.scale;
+        for v in self.tl.violations {
+            let (x1, x2) = (sc.x(v.window.start_ms), sc.x(v.window.end_ms));
             for c in &v.clients {
-                let Some(y) = lane_y(Some(c)) else {
+                let Some(y) = sc.lane_y(Some(c)) else {
                     continue;
                 };
                 let _ = write!(
-                    s,
+                    self.s,
                     r##"<rect class="violation" data-client="{}" x="{x1:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#e53e3e" fill-opacity="0.15" stroke="#c53030" stroke-width="2"><title>{}</title></rect>"##,
                     escape(c),
                     y + 2.0,
@@ -339,19 +423,23 @@ impl Timeline<'_> {
                 );
             }
         }
+    }
 
-        // Axis.
-        let axis_y = TOP + lanes_h;
+    /// The time axis along the bottom, and the end of the document.
+    fn axis(mut self) -> String {
+        let sc = &self.scale;
+        let axis_y = TOP + sc.lanes_height();
+        let s = &mut self.s;
         let _ = write!(
             s,
             r##"<g class="axis"><line x1="{LEFT}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="#444"/>"##,
             WIDTH - RIGHT
         );
-        let step = tick_step(span);
+        let step = tick_step(sc.span);
         let mut t = 0.0;
         let mut ticks = 0;
-        while t <= span + 0.5 && ticks < 100 {
-            let tx = LEFT + plot * (t / span);
+        while t <= sc.span + 0.5 && ticks < 100 {
+            let tx = LEFT + Scale::PLOT * (t / sc.span);
             let _ = write!(
                 s,
                 r##"<line x1="{tx:.1}" y1="{axis_y}" x2="{tx:.1}" y2="{:.1}" stroke="#444"/><text x="{tx:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
@@ -363,7 +451,7 @@ impl Timeline<'_> {
             ticks += 1;
         }
         s.push_str("</g></svg>");
-        s
+        self.s
     }
 }
 
