@@ -1,8 +1,9 @@
 #!/bin/sh
-# The CSI suite against the reference plugin on a node that takes 3 volumes: median wall time,
-# the five slowest clauses, time spent waiting for the node's attachment budget, and the ratio
-# against csi-sanity's time on the same plugin (set CSI_SANITY=/path/to/csi-sanity) or against
-# 1.0 s. Target: at most 1.0x csi-sanity; goal 0.5x. Needs root (bind mounts).
+# The CSI suite against the reference plugin on a node that takes 3 volumes, interleaved with
+# csi-sanity on the same plugin when CSI_SANITY names a csi-sanity binary (given the mutable
+# parameters the plugin accepts; its exit status is reported): medians and their ratio (target
+# at most 1.0, goal 0.5), each tool's calls and mounts counted from the plugin's own log, the
+# plugin's share of a serial run and our overhead (target at most 10%). Needs root (mounts).
 set -eu
 cd "$(dirname "$0")/.."
 cargo build --release -p csi-hostpath

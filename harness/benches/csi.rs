@@ -1,19 +1,35 @@
 //! The CSI suite against the reference plugin csi-hostpath (release builds) on a node that takes
-//! at most 3 volumes: the median wall time of the whole suite over several runs, its five
-//! slowest clauses, and how long clauses waited for the node's attachment budget; as a ratio
-//! against csi-sanity's time on the same plugin when `CSI_SANITY` names a csi-sanity binary,
-//! otherwise against 1.0 s (about what csi-sanity takes). Also the share of a serial run spent
-//! inside the plugin. Run with `bench/csi.sh`; needs root (mounts). Nothing here asserts:
-//! timings depend on the machine.
+//! at most 3 volumes, beside csi-sanity on the same plugin when `CSI_SANITY` names a csi-sanity
+//! binary (otherwise against 1.0 s, about what csi-sanity takes). Prints:
+//!
+//! - the median wall time of each tool over five runs, interleaved (ours, csi-sanity, ours, ...)
+//!   so that a machine getting busier weighs on both alike, and the ratio (target at most 1.0,
+//!   goal 0.5);
+//! - whether csi-sanity's baseline is clean: it is given the mutable parameters the plugin
+//!   accepts, and its exit status is checked (a failing baseline is said, not hidden);
+//! - each tool's calls, counted the same way for both from the plugin's own log (one line per
+//!   call on its stderr), and how many of them were NodePublishVolume and NodeUnpublishVolume
+//!   (the mounts and unmounts that decide the time);
+//! - a serial run (`--jobs 1`): how much of the wall time the plugin spent answering (the sum
+//!   of our calls' durations) and our own overhead, against its 10 % target;
+//! - the five slowest clauses and the time spent waiting for the node's attachment budget.
+//!
+//! Run with `bench/csi.sh`; needs root (mounts). Nothing here asserts: timings depend on the
+//! machine.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nomad_conform_reports::model::RunRecord;
 
-/// The node's volume limit the suite runs against.
+/// The node's volume limit both tools run against.
 const LIMIT: &str = "3";
+/// Runs of each tool.
+const RUNS: usize = 5;
+/// A mutable parameter csi-hostpath accepts (controller.rs, MUTABLE_PARAMETERS).
+const MUTABLE: (&str, &str) = ("tier", "fast");
 
 fn csi_hostpath() -> PathBuf {
     let exe = std::env::current_exe().expect("bench path");
@@ -29,15 +45,41 @@ fn csi_hostpath() -> PathBuf {
     bin
 }
 
-fn run(jobs: &str, json: &Path) -> Duration {
+/// The CSI methods the plugin answered, counted from its log: each call is one line
+/// `Method[ subject]: OUTCOME` on stderr.
+fn calls_in_log(log: &Path) -> BTreeMap<String, usize> {
+    let mut calls = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let Some((head, _)) = line.split_once(": ") else {
+            continue;
+        };
+        let method = head.split(' ').next().unwrap_or_default();
+        if method
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_uppercase())
+            && method.chars().all(|c| c.is_ascii_alphanumeric())
+        {
+            *calls.entry(method.to_string()).or_insert(0) += 1;
+        }
+    }
+    calls
+}
+
+/// One run of our suite; the plugin's log goes to `log`.
+fn ours(jobs: &str, json: &Path, log: &Path) -> Duration {
     let launch = format!(
-        "{} --endpoint {{endpoint}} --node-id bench-node --state-dir {{state_dir}} --max-volumes-per-node {LIMIT}",
-        csi_hostpath().display()
+        "sh -c 'exec {} --endpoint {{endpoint}} --node-id bench-node --state-dir {{state_dir}} --max-volumes-per-node {LIMIT} 2>>{}'",
+        csi_hostpath().display(),
+        log.display()
     );
     let t = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
         .args(["-q", "csi", "--launch", &launch, "--jobs", jobs])
-        .args(["--mutable-parameters", r#"{"tier":"fast"}"#])
+        .args([
+            "--mutable-parameters",
+            &format!(r#"{{"{}":"{}"}}"#, MUTABLE.0, MUTABLE.1),
+        ])
         .arg("--json")
         .arg(json)
         .output()
@@ -52,11 +94,76 @@ fn run(jobs: &str, json: &Path) -> Duration {
     took
 }
 
+/// What one csi-sanity run did.
+struct Sanity {
+    took: Duration,
+    exit: Option<i32>,
+    /// Its summary line ("Ran 75 of 88 Specs ... FAIL! -- 72 Passed | 3 Failed ...").
+    summary: String,
+    log: PathBuf,
+}
+
+/// One run of csi-sanity against a fresh csi-hostpath.
+fn sanity(bin: &std::ffi::OsStr, dir: &Path, i: usize) -> Sanity {
+    let run = dir.join(format!("sanity{i}"));
+    std::fs::create_dir_all(&run).expect("run dir");
+    let socket = run.join("csi.sock");
+    let endpoint = format!("unix://{}", socket.display());
+    let log = run.join("plugin.log");
+    let mut plugin = Command::new(csi_hostpath())
+        .args(["--endpoint", &endpoint, "--node-id", "bench-node"])
+        .arg("--state-dir")
+        .arg(run.join("state"))
+        .args(["--max-volumes-per-node", LIMIT])
+        .stderr(std::fs::File::create(&log).expect("plugin log"))
+        .spawn()
+        .expect("start csi-hostpath");
+    let until = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mutable = run.join("mutable.yaml");
+    std::fs::write(&mutable, format!("{}: {}\n", MUTABLE.0, MUTABLE.1)).expect("parameters");
+    let t = Instant::now();
+    let out = Command::new(bin)
+        .arg(format!("--csi.endpoint={endpoint}"))
+        .arg(format!("--csi.mountdir={}", run.join("mnt").display()))
+        .arg(format!("--csi.stagingdir={}", run.join("stage").display()))
+        .arg(format!(
+            "--csi.testvolumemutableparameters={}",
+            mutable.display()
+        ))
+        .stdin(Stdio::null())
+        .output();
+    let took = t.elapsed();
+    let _ = plugin.kill();
+    let _ = plugin.wait();
+    let out = out.expect("run CSI_SANITY");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary = text
+        .lines()
+        .rfind(|l| l.contains("Passed") && l.contains("Failed"))
+        .unwrap_or("(no summary line)")
+        .trim()
+        .to_string();
+    Sanity {
+        took,
+        exit: out.status.code(),
+        summary,
+        log,
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
 fn record(json: &Path) -> RunRecord {
     serde_json::from_str(&std::fs::read_to_string(json).expect("record")).expect("record")
 }
 
-/// `850ms`, `1.25s`, `2m3s`-free durations as the harness prints them, in milliseconds.
+/// `850ms` and `1.25s`, as the harness prints durations, in milliseconds.
 fn parse_ms(s: &str) -> f64 {
     if let Some(ms) = s.strip_suffix("ms") {
         ms.parse().unwrap_or(0.0)
@@ -81,85 +188,97 @@ fn budget_wait_ms(record: &RunRecord) -> f64 {
         .sum()
 }
 
-/// csi-sanity's wall time against csi-hostpath, when `CSI_SANITY` names its binary.
-fn csi_sanity_time() -> Option<Duration> {
-    let sanity = std::env::var_os("CSI_SANITY")?;
+/// "512 calls (NodePublishVolume 37, NodeUnpublishVolume 36)".
+fn call_line(calls: &BTreeMap<String, usize>) -> String {
+    let n = |m: &str| calls.get(m).copied().unwrap_or(0);
+    format!(
+        "{} calls (NodePublishVolume {}, NodeUnpublishVolume {})",
+        calls.values().sum::<usize>(),
+        n("NodePublishVolume"),
+        n("NodeUnpublishVolume")
+    )
+}
+
+fn main() {
     let dir = tempfile::Builder::new()
         .prefix("ncb")
         .tempdir_in("/tmp")
         .expect("temp dir");
-    let socket = dir.path().join("csi.sock");
-    let endpoint = format!("unix://{}", socket.display());
-    let mut plugin = Command::new(csi_hostpath())
-        .args([
-            "--endpoint",
-            &endpoint,
-            "--node-id",
-            "bench-node",
-            "--state-dir",
-        ])
-        .arg(dir.path().join("state"))
-        .args(["--max-volumes-per-node", LIMIT])
-        .spawn()
-        .expect("start csi-hostpath");
-    let until = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let t = Instant::now();
-    let status = Command::new(&sanity)
-        .arg(format!("--csi.endpoint={endpoint}"))
-        .arg(format!(
-            "--csi.mountdir={}",
-            dir.path().join("mnt").display()
-        ))
-        .arg(format!(
-            "--csi.stagingdir={}",
-            dir.path().join("stage").display()
-        ))
-        .status();
-    let took = t.elapsed();
-    let _ = plugin.kill();
-    let _ = plugin.wait();
-    match status {
-        Ok(_) => Some(took),
-        Err(e) => {
-            eprintln!("could not run CSI_SANITY: {e}");
-            None
+    let sanity_bin = std::env::var_os("CSI_SANITY");
+    let mut our_times = Vec::new();
+    let mut sanity_runs = Vec::new();
+    for i in 0..RUNS {
+        let log = dir.path().join(format!("ours{i}.log"));
+        our_times.push(ours("8", &dir.path().join(format!("run{i}.json")), &log));
+        if let Some(bin) = &sanity_bin {
+            sanity_runs.push(sanity(bin, dir.path(), i));
         }
     }
-}
-
-fn main() {
-    let runs = 5;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut timed: Vec<(Duration, PathBuf)> = (0..runs)
-        .map(|i| {
-            let json = dir.path().join(format!("run{i}.json"));
-            (run("8", &json), json)
-        })
-        .collect();
-    timed.sort_by_key(|(t, _)| *t);
-    let (median, median_json) = &timed[runs / 2];
-    let rec = record(median_json);
-    let (baseline, against) = match csi_sanity_time() {
-        Some(t) => (t.as_secs_f64(), "csi-sanity on the same plugin"),
-        None => (
-            1.0,
-            "1.0 s (set CSI_SANITY to a csi-sanity binary to measure it)",
-        ),
+    let our_median = median(our_times.clone());
+    let rec = record(&dir.path().join("run0.json"));
+    let our_calls = calls_in_log(&dir.path().join("ours0.log"));
+    println!(
+        "ours: CSI suite ({} clauses) against csi-hostpath with max_volumes_per_node {LIMIT} at --jobs 8: median {:.2} s over {RUNS} runs (min {:.2} s, max {:.2} s); {}",
+        rec.cases.len(),
+        our_median.as_secs_f64(),
+        our_times.iter().min().unwrap().as_secs_f64(),
+        our_times.iter().max().unwrap().as_secs_f64(),
+        call_line(&our_calls)
+    );
+    let baseline = if sanity_runs.is_empty() {
+        println!(
+            "csi-sanity: not run (set CSI_SANITY to a csi-sanity binary); the ratio below is against 1.0 s"
+        );
+        1.0
+    } else {
+        let t = median(sanity_runs.iter().map(|s| s.took).collect());
+        let first = &sanity_runs[0];
+        let clean = sanity_runs.iter().all(|s| s.exit == Some(0));
+        println!(
+            "csi-sanity: median {:.2} s over {RUNS} runs, interleaved with ours; {}; baseline {}: {}",
+            t.as_secs_f64(),
+            call_line(&calls_in_log(&first.log)),
+            if clean {
+                "clean (exit 0 every run)".to_string()
+            } else {
+                format!(
+                    "NOT clean (exit statuses {:?})",
+                    sanity_runs.iter().map(|s| s.exit).collect::<Vec<_>>()
+                )
+            },
+            first.summary
+        );
+        t.as_secs_f64()
     };
     println!(
-        "CSI suite ({} clauses) against csi-hostpath with max_volumes_per_node {LIMIT}: median {:.2} s over {runs} runs at --jobs 8 (min {:.2} s, max {:.2} s); against {against} ({baseline:.2} s) -> ratio {:.2}",
-        rec.cases.len(),
-        median.as_secs_f64(),
-        timed[0].0.as_secs_f64(),
-        timed[runs - 1].0.as_secs_f64(),
-        median.as_secs_f64() / baseline
+        "ratio ours / csi-sanity: {:.2} (target at most 1.0, goal 0.5)",
+        our_median.as_secs_f64() / baseline
+    );
+
+    // Where our time goes: a serial run, in which clause durations add up to the wall time.
+    let json = dir.path().join("serial.json");
+    let log = dir.path().join("serial.log");
+    let wall = ours("1", &json, &log);
+    let serial = record(&json);
+    let in_plugin: f64 = serial
+        .cases
+        .iter()
+        .flat_map(|c| &c.events)
+        .map(|e| e.duration_ms)
+        .sum();
+    let wall_ms = wall.as_secs_f64() * 1000.0;
+    let overhead = (wall_ms - in_plugin).max(0.0) / wall_ms.max(1.0);
+    println!(
+        "serial run (--jobs 1): {:.0} ms wall, {:.0} ms of it inside the plugin's calls ({:.0}%); our overhead {:.0}% of the wall (target at most 10%: ratio {:.2})",
+        wall_ms,
+        in_plugin,
+        100.0 * in_plugin / wall_ms.max(1.0),
+        100.0 * overhead,
+        overhead / 0.10
     );
     let mut slowest: Vec<_> = rec.cases.iter().collect();
     slowest.sort_by_key(|c| std::cmp::Reverse(c.duration_ms));
-    println!("five slowest clauses:");
+    println!("five slowest clauses (--jobs 8):");
     for c in slowest.iter().take(5) {
         println!("  {:>6} ms  {}", c.duration_ms, c.clause);
     }
@@ -169,22 +288,5 @@ fn main() {
         "clauses waited {:.0} ms in all for the node's attachment budget ({:.1}% of clause time)",
         waited,
         100.0 * waited / clause_time.max(1.0)
-    );
-    let json = dir.path().join("serial.json");
-    run("1", &json);
-    let serial = record(&json);
-    let in_plugin: f64 = serial
-        .cases
-        .iter()
-        .flat_map(|c| &c.events)
-        .map(|e| e.duration_ms)
-        .sum();
-    let total: f64 = serial.cases.iter().map(|c| c.duration_ms as f64).sum();
-    println!(
-        "serial run: {:.0} ms in clauses, {:.0} ms of it inside the plugin's calls -> plugin {:.0}%, harness {:.0}%",
-        total,
-        in_plugin,
-        100.0 * in_plugin / total.max(1.0),
-        100.0 * (1.0 - in_plugin / total.max(1.0))
     );
 }
