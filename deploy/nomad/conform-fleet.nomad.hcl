@@ -9,11 +9,23 @@
 # the newest allocation of each node.
 #
 # Each allocation runs `nomad-conform dhv --plugin-dir` against the node's host_volume_plugin_dir
-# (every plugin Nomad's client would find there, one run each) and, when csi_socket is set, a
-# poststop task runs `nomad-conform csi --endpoint unix://<csi_socket>`. The JSON run records
-# stay in the allocation directory, under ${NOMAD_ALLOC_DIR}/conform/ (dhv/<plugin>.json, with
-# .xml and .html beside them, and csi.json), where `fleet collect` reads them through Nomad's
-# client filesystem API; `nomad alloc fs <alloc> alloc/conform` shows them too.
+# (every plugin Nomad's client would find there, one run each) and, for CSI, a poststop task:
+#
+# - csi_plugin_id set (a plugin Nomad runs): `nomad-conform fleet csi-node` asks the CSI plugin
+#   API (GET /v1/plugin/csi/<id>, through the Task API socket with the task's workload identity)
+#   which allocation runs the plugin's node instance on this node, and runs
+#   `nomad-conform csi --plugin-type node` against the socket Nomad's client gives that
+#   allocation, <client state_dir>/csi/plugins/<alloc ID>/csi.sock. A node where the plugin has
+#   no healthy allocation has nothing to test: the task says so and exits 3. The workload
+#   identity needs read-plugin: `nomad acl policy apply -namespace default -job conform-fleet
+#   -group conform -task csi conform-fleet-csi csi-read.hcl` with plugin { policy = "read" }.
+# - csi_socket set (a plugin run outside Nomad, at the same path on every node):
+#   `nomad-conform csi --endpoint unix://<csi_socket>`.
+#
+# The JSON run records stay in the allocation directory, under ${NOMAD_ALLOC_DIR}/conform/
+# (dhv/<plugin>.json, with .xml and .html beside them, and csi.json), where `fleet collect`
+# reads them through Nomad's client filesystem API; `nomad alloc fs <alloc> alloc/conform`
+# shows them too.
 #
 # The raw_exec driver is needed: nomad-conform must see the node as the Nomad client does (the
 # real plugin directory, the tools the plugins call, mounts, a CSI plugin's socket) and run the
@@ -65,17 +77,45 @@ variable "dhv_args" {
   default     = []
 }
 
+variable "csi_plugin_id" {
+  # A plugin Nomad runs (its job's csi_plugin { id }): each plugin allocation has its own socket
+  # directory, <client state_dir>/csi/plugins/<alloc ID>/ (client/allocrunner/taskrunner/
+  # plugin_supervisor_hook.go), so the node's allocation is looked up in the CSI plugin API.
+  description = "The ID of a CSI plugin Nomad runs, tested as a node plugin on every node; empty: none."
+  type        = string
+  default     = ""
+}
+
+variable "client_state_dir" {
+  # Nomad's client state_dir is <data_dir>/client unless client { state_dir } says otherwise
+  # (command/agent/agent.go); /opt/nomad/data is the Linux packages' data_dir.
+  description = "The clients' state_dir, where Nomad keeps CSI plugin sockets (csi/plugins/<alloc ID>/csi.sock)."
+  type        = string
+  default     = "/opt/nomad/data/client"
+}
+
+variable "csi_volumes" {
+  description = "Existing volumes a node plugin run claims, as nomad-conform csi --volume takes them (ID[,CONTEXT-JSON])."
+  type        = list(string)
+  default     = []
+}
+
+variable "csi_args" {
+  description = "More flags for nomad-conform csi, e.g. [\"--mount-dir\", \"/srv/csi-test\"]."
+  type        = list(string)
+  default     = []
+}
+
 variable "csi_socket" {
-  # A path that is the same on every node, e.g. a plugin run outside Nomad. A plugin that Nomad
-  # runs has its socket at <data_dir>/client/csi/plugins/<plugin alloc ID>/csi.sock
-  # (client/allocrunner/taskrunner/plugin_supervisor_hook.go), which differs from node to node.
-  description = "The CSI plugin's unix socket on the nodes; empty: no CSI run."
+  # A path that is the same on every node: a plugin run outside Nomad. For a plugin Nomad runs,
+  # give csi_plugin_id instead.
+  description = "The unix socket of a CSI plugin run outside Nomad, the same on every node; empty: none."
   type        = string
   default     = ""
 }
 
 variable "csi_plugin_type" {
-  description = "What the CSI plugin is, as its job's csi_plugin block says: monolith, node or controller."
+  description = "With csi_socket: what the CSI plugin is, as its csi_plugin block says: monolith, node or controller."
   type        = string
   default     = "monolith"
 }
@@ -125,10 +165,51 @@ job "conform-fleet" {
       }
     }
 
-    # Only with csi_socket set. A poststop task runs once the dhv task has ended, whatever its
-    # exit status (a failed task would stop its running siblings).
+    # Only with csi_plugin_id set. A poststop task runs once the dhv task has ended, whatever
+    # its exit status (a failed task would stop its running siblings).
     dynamic "task" {
-      for_each = var.csi_socket == "" ? [] : [var.csi_socket]
+      for_each = var.csi_plugin_id == "" ? [] : [var.csi_plugin_id]
+      iterator = plugin
+      labels   = ["csi"]
+
+      content {
+        driver = "raw_exec"
+
+        lifecycle {
+          hook = "poststop"
+        }
+
+        # The task's workload identity as NOMAD_TOKEN, for the Task API socket.
+        identity {
+          env = true
+        }
+
+        env {
+          NOMAD_ADDR = "unix://${NOMAD_SECRETS_DIR}/api.sock"
+        }
+
+        config {
+          command = var.nomad_conform
+          args = concat([
+            "fleet", "csi-node",
+            "--plugin-id", plugin.value,
+            "--node-id", "${node.unique.id}",
+            "--state-dir", var.client_state_dir,
+            "--json", "${NOMAD_ALLOC_DIR}/conform/csi.json",
+            "--",
+          ], flatten([for v in var.csi_volumes : ["--volume", v]]), var.csi_args)
+        }
+
+        resources {
+          cpu    = 200
+          memory = 256
+        }
+      }
+    }
+
+    # Only with csi_socket set (and csi_plugin_id not), as the csi_plugin_id task above.
+    dynamic "task" {
+      for_each = var.csi_socket == "" || var.csi_plugin_id != "" ? [] : [var.csi_socket]
       iterator = socket
       labels   = ["csi"]
 
@@ -141,12 +222,12 @@ job "conform-fleet" {
 
         config {
           command = var.nomad_conform
-          args = [
+          args = concat([
             "csi",
             "--endpoint", "unix://${socket.value}",
             "--plugin-type", var.csi_plugin_type,
             "--json", "${NOMAD_ALLOC_DIR}/conform/csi.json",
-          ]
+          ], var.csi_args)
         }
 
         resources {

@@ -49,6 +49,9 @@ pub fn run(cli: Cli) -> i32 {
             FleetCommand::Collect(args) => {
                 runtime().and_then(|rt| rt.block_on(fleet_collect(*args, output)))
             }
+            FleetCommand::CsiNode(args) => {
+                runtime().and_then(|rt| crate::fleet::csi_node::run(&args, &rt))
+            }
         },
         Command::Probe(args) => Ok(crate::plugins::lock::probe::run(&args)),
         Command::Manpage { out_dir } => manpage(out_dir.as_deref()),
@@ -180,13 +183,14 @@ async fn fleet_collect(args: CollectArgs, output: Output) -> Result<i32, Harness
         return Err(HarnessError::Usage("--job must name a job".into()));
     }
     crate::report::check_files(&args.reports, &[])?;
+    let api = crate::nomad_api::settings::nomad_cli_from_env(&args.api)?;
+    api.warn();
     let opts = crate::fleet::CollectOptions {
         job: args.job.clone(),
-        namespace: args.namespace.clone(),
-        nomad_addr: args.nomad_addr.clone(),
-        token: args.token.clone(),
+        api,
         records_dir: args.records_dir.clone(),
         timeout,
+        csi_plugin: args.csi_plugin.clone().filter(|p| !p.trim().is_empty()),
     };
     crate::fleet::run(&opts, &args.reports, output).await
 }

@@ -203,14 +203,12 @@ pub struct LockArgs {
         env = "NOMAD_CONFORM_PATH"
     )]
     pub path: String,
-    /// Run against a real Nomad agent at URL (the fault-injecting proxy sits in front of it)
-    /// instead of the reference Variables server; clauses that need to control the server
-    /// are skipped.
-    #[arg(long, value_name = "URL", env = "NOMAD_CONFORM_NOMAD_ADDR")]
-    pub nomad_addr: Option<String>,
-    /// The token for --nomad-addr (given to the clients as NOMAD_TOKEN).
-    #[arg(long, value_name = "TOKEN", env = "NOMAD_CONFORM_TOKEN")]
-    pub token: Option<String>,
+    /// With --nomad-addr: run against a real Nomad agent (the fault-injecting proxy sits in
+    /// front of it) instead of the reference Variables server; clauses that need to control
+    /// the server are skipped. The token is given to the clients as NOMAD_TOKEN, the
+    /// namespace and region as NOMAD_NAMESPACE and NOMAD_REGION.
+    #[command(flatten)]
+    pub api: NomadApiArgs,
     /// Give clients the API as the Task API socket (NOMAD_UNIX_ADDR) instead of NOMAD_ADDR.
     #[arg(long, env = "NOMAD_CONFORM_TASK_API")]
     pub task_api: bool,
@@ -243,12 +241,11 @@ pub struct LockArgs {
 
 #[derive(Debug, Args)]
 pub struct VariablesArgs {
-    /// Check a real Nomad agent at URL instead of the reference Variables server.
-    #[arg(long, value_name = "URL", env = "NOMAD_CONFORM_NOMAD_ADDR")]
-    pub nomad_addr: Option<String>,
-    /// A management token for --nomad-addr (the ACL scenarios create policies and tokens).
-    #[arg(long, value_name = "TOKEN", env = "NOMAD_CONFORM_TOKEN")]
-    pub token: Option<String>,
+    /// With --nomad-addr: check a real Nomad agent instead of the reference Variables
+    /// server; its token must be a management token (the ACL scenarios create policies and
+    /// tokens).
+    #[command(flatten)]
+    pub api: NomadApiArgs,
     #[command(flatten)]
     pub suite: SuiteArgs,
 }
@@ -333,9 +330,11 @@ pub struct CsiArgs {
         env = "NOMAD_CONFORM_PLUGIN_TYPE"
     )]
     pub plugin_type: Option<PluginType>,
-    /// A volume a node-only run claims, as `nomad volume register` knows it: its external ID,
+    /// An existing volume to claim, as `nomad volume register` knows it: its external ID,
     /// optionally followed by a comma and its volume context as a JSON object of strings
-    /// (`vol-1,{"server":"10.0.0.2"}`). Repeat for more volumes; clauses take one each.
+    /// (`vol-1,{"server":"10.0.0.2"}`). For node-only runs, and for plugins whose controller
+    /// cannot create volumes (no CREATE_DELETE_VOLUME). Repeat for more volumes; clauses take
+    /// one each.
     #[arg(
         long = "volume",
         value_name = "ID[,CONTEXT]",
@@ -357,6 +356,20 @@ pub struct CsiArgs {
     /// Capacity of the volumes the suite creates.
     #[arg(long, value_name = "BYTES", env = "NOMAD_CONFORM_TEST_VOLUME_SIZE")]
     pub test_volume_size: Option<String>,
+    /// The file system type of file-system volumes, as the volume specification's
+    /// `mount_options { fs_type = ... }`: sent in every volume capability Nomad sends it in
+    /// (CreateVolume, ValidateVolumeCapabilities, ControllerPublishVolume, NodeStageVolume,
+    /// NodePublishVolume).
+    #[arg(long, value_name = "TYPE", env = "NOMAD_CONFORM_MOUNT_FS_TYPE")]
+    pub mount_fs_type: Option<String>,
+    /// A mount flag of file-system volumes, as `mount_options { mount_flags = [...] }`;
+    /// repeat for more. Sent wherever --mount-fs-type is.
+    #[arg(
+        long = "mount-flags",
+        value_name = "FLAG",
+        env = "NOMAD_CONFORM_MOUNT_FLAGS"
+    )]
+    pub mount_flags: Vec<String>,
     /// CreateVolume parameters: a JSON file holding an object of strings.
     #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_VOLUME_PARAMETERS")]
     pub volume_parameters: Option<PathBuf>,
@@ -472,6 +485,36 @@ pub enum FleetCommand {
     /// 1 something failed or a node has no record; 2 usage; 3 Nomad unreachable or answered
     /// an error.
     Collect(Box<CollectArgs>),
+    /// On a node of the conform-fleet job: find the node's allocation of a CSI node plugin
+    /// through the CSI plugin API, and run `nomad-conform csi --plugin-type node` against the
+    /// socket Nomad's client gives it (<state-dir>/csi/plugins/<alloc ID>/csi.sock). Exit 3
+    /// when the plugin has no healthy allocation on the node.
+    CsiNode(Box<CsiNodeArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct CsiNodeArgs {
+    /// The CSI plugin's ID (its job's csi_plugin { id }).
+    #[arg(long, value_name = "ID")]
+    pub plugin_id: String,
+    /// This node's ID (${node.unique.id} in the job).
+    #[arg(long, value_name = "NODE_ID")]
+    pub node_id: String,
+    /// The client's state_dir (<data_dir>/client unless client { state_dir } is set).
+    #[arg(long, value_name = "DIR", default_value = "/opt/nomad/data/client")]
+    pub state_dir: PathBuf,
+    /// Where the CSI run writes its record (given to nomad-conform csi --json).
+    #[arg(long, value_name = "FILE")]
+    pub json: PathBuf,
+    /// How long to wait for Nomad's answer.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub timeout: String,
+    /// The Nomad API (in the job: the Task API socket and the workload identity's token).
+    #[command(flatten)]
+    pub api: NomadApiArgs,
+    /// More flags for nomad-conform csi (after --), e.g. -- --volume vol-1.
+    #[arg(last = true, value_name = "CSI-FLAGS")]
+    pub csi_args: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -479,30 +522,15 @@ pub struct CollectArgs {
     /// The job that ran nomad-conform on every node (deploy/nomad/conform-fleet.nomad.hcl).
     #[arg(long, value_name = "JOB", default_value = "conform-fleet")]
     pub job: String,
-    /// The job's namespace.
-    #[arg(
-        long,
-        value_name = "NS",
-        env = "NOMAD_NAMESPACE",
-        default_value = "default"
-    )]
-    pub namespace: String,
-    /// The Nomad HTTP API: http://HOST:PORT or unix:///PATH (as NOMAD_ADDR for the nomad CLI).
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "NOMAD_ADDR",
-        default_value = "http://127.0.0.1:4646"
-    )]
-    pub nomad_addr: String,
-    /// An ACL token with read-job and read-fs on the namespace, sent as X-Nomad-Token.
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        env = "NOMAD_TOKEN",
-        hide_env_values = true
-    )]
-    pub token: Option<String>,
+    /// The Nomad API (default http://127.0.0.1:4646, or NOMAD_ADDR), the job's namespace
+    /// (default "default"), and an ACL token with read-job and read-fs on it (read-plugin
+    /// too with --csi-plugin).
+    #[command(flatten)]
+    pub api: NomadApiArgs,
+    /// The CSI plugin the job tested as a node plugin (its csi_plugin_id variable): a node
+    /// whose plugin has no healthy allocation is shown as such (needs read-plugin).
+    #[arg(long, value_name = "ID", env = "NOMAD_CONFORM_CSI_PLUGIN")]
+    pub csi_plugin: Option<String>,
     /// The directory of each allocation that holds the records, as the fs API names it
     /// (the jobspec writes them to ${NOMAD_ALLOC_DIR}/conform).
     #[arg(long, value_name = "PATH", default_value = "alloc/conform")]
@@ -512,6 +540,52 @@ pub struct CollectArgs {
     pub timeout: String,
     #[command(flatten)]
     pub reports: ReportFiles,
+}
+
+/// How to reach the Nomad HTTP API, named like the nomad CLI's flags. Each setting falls back
+/// to the nomad CLI's environment variable (NOMAD_TOKEN, NOMAD_CACERT, ...) after the flag,
+/// its NOMAD_CONFORM_* variable and nomad-conform.toml (see `nomad_api::settings`).
+#[derive(Clone, Debug, Default, Args)]
+pub struct NomadApiArgs {
+    /// The Nomad HTTP API: http://HOST:PORT, https://HOST:PORT or unix:///PATH.
+    #[arg(long, value_name = "URL", env = "NOMAD_CONFORM_NOMAD_ADDR")]
+    pub nomad_addr: Option<String>,
+    /// The ACL token, sent as X-Nomad-Token (else NOMAD_TOKEN). Never written anywhere.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "NOMAD_CONFORM_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// The namespace (else NOMAD_NAMESPACE).
+    #[arg(long, value_name = "NS", env = "NOMAD_CONFORM_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// The region, sent as region= on every request (else NOMAD_REGION).
+    #[arg(long, value_name = "REGION", env = "NOMAD_CONFORM_REGION")]
+    pub region: Option<String>,
+    /// https: a PEM file (or a directory) of the CA certificates to trust (else
+    /// NOMAD_CACERT; default: the system's).
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
+    /// https: a directory of PEM CA certificates, used when --ca-cert is not given (else
+    /// NOMAD_CAPATH).
+    #[arg(long, value_name = "DIR", env = "NOMAD_CONFORM_CA_PATH")]
+    pub ca_path: Option<PathBuf>,
+    /// https: the client certificate for mutual TLS, PEM (else NOMAD_CLIENT_CERT).
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_CLIENT_CERT")]
+    pub client_cert: Option<PathBuf>,
+    /// https: the client certificate's private key, PEM (else NOMAD_CLIENT_KEY).
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_CLIENT_KEY")]
+    pub client_key: Option<PathBuf>,
+    /// https: the name the server's certificate must have, and the SNI sent (else
+    /// NOMAD_TLS_SERVER_NAME; default: the address's host), e.g. server.global.nomad.
+    #[arg(long, value_name = "NAME", env = "NOMAD_CONFORM_TLS_SERVER_NAME")]
+    pub tls_server_name: Option<String>,
+    /// https: do not verify the server's certificate (else NOMAD_SKIP_VERIFY); the report
+    /// says so.
+    #[arg(long, env = "NOMAD_CONFORM_TLS_SKIP_VERIFY")]
+    pub tls_skip_verify: bool,
 }
 
 /// A count that must be at least 1 (`--jobs 0` would run nothing; a negative number is not a

@@ -81,20 +81,43 @@ fn extra_args(
             if let Some((name, sub_matches)) = sub
                 && name == key
             {
-                for (k, v) in section {
-                    out.extend(arg_for(
-                        sub_cmd,
-                        sub_matches,
-                        k,
-                        v,
-                        &format!("[{key}]"),
-                        path,
-                    )?);
-                }
+                out.extend(section_args(sub_cmd, sub_matches, section, key, path)?);
             }
         } else {
             out.extend(arg_for(cmd, matches, key, value, "the top level", path)?);
         }
+    }
+    Ok(out)
+}
+
+/// The arguments of a subcommand's section; a table inside it is the section of one of its own
+/// subcommands (`[fleet.collect]`), applied when that one runs.
+fn section_args(
+    cmd: &Command,
+    matches: &ArgMatches,
+    section: &toml::Table,
+    place: &str,
+    path: &Path,
+) -> Result<Vec<OsString>, HarnessError> {
+    let mut out = Vec::new();
+    for (k, v) in section {
+        if let toml::Value::Table(inner) = v
+            && let Some(inner_cmd) = cmd.find_subcommand(k)
+        {
+            if let Some((name, inner_matches)) = matches.subcommand()
+                && name == k
+            {
+                out.extend(section_args(
+                    inner_cmd,
+                    inner_matches,
+                    inner,
+                    &format!("{place}.{k}"),
+                    path,
+                )?);
+            }
+            continue;
+        }
+        out.extend(arg_for(cmd, matches, k, v, &format!("[{place}]"), path)?);
     }
     Ok(out)
 }
@@ -221,5 +244,33 @@ mod tests {
     fn other_sections_do_not_apply() {
         let cli = with_config("[list]\nformat = \"json\"\n", &["dhv", "/p"]).unwrap();
         assert_eq!(dhv(&cli).suite.jobs, 8);
+    }
+
+    #[test]
+    fn nested_sections_fill_in_a_subcommand_of_a_subcommand() {
+        let cli = with_config(
+            "[fleet.collect]\nnomad-addr = \"https://nomad.example:4646\"\nca-cert = \"/etc/nomad.d/ca.pem\"\ntls-skip-verify = true\n",
+            &["fleet", "collect", "--ca-cert", "/flag/ca.pem"],
+        )
+        .unwrap();
+        let Sub::Fleet(f) = &cli.command else {
+            panic!("{cli:?}")
+        };
+        let crate::cli::FleetCommand::Collect(c) = &f.command else {
+            panic!("{f:?}")
+        };
+        assert_eq!(
+            c.api.nomad_addr.as_deref(),
+            Some("https://nomad.example:4646")
+        );
+        // The flag beats the file.
+        assert_eq!(c.api.ca_cert, Some(PathBuf::from("/flag/ca.pem")));
+        assert!(c.api.tls_skip_verify);
+        // An unknown key inside the nested section is still refused.
+        let e = with_config("[fleet.collect]\nnope = 1\n", &["fleet", "collect"]).unwrap_err();
+        assert!(
+            e.contains("unknown setting \"nope\" in [fleet.collect]"),
+            "{e}"
+        );
     }
 }

@@ -168,7 +168,8 @@ pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
             )),
         }
     }
-    if !mounts_under(dir).is_empty() {
+    // The mount table is read again only when something had to be unmounted.
+    if !mounts.is_empty() && !mounts_under(dir).is_empty() {
         return outcome;
     }
     // Loop devices on images in the directory (a plugin's state kept there) would pin the

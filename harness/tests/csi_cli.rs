@@ -280,3 +280,54 @@ fn a_launched_plugin_leaving_a_setsid_process_is_warned_about_and_cleaned_up() {
         .collect();
     assert!(left.is_empty(), "still running: pids {left:?}");
 }
+
+/// Issue 21, item 5: an author reading `explain` can tell "Nomad breaks" from "the spec says".
+/// Every CSI MUST clause's basis either names the Nomad source that fails when the rule is
+/// broken, or says that its level rests on the spec alone.
+#[test]
+fn every_must_basis_says_how_nomad_breaks_or_that_the_spec_alone_sets_the_level() {
+    let (code, listing, stderr) = run(&["list", "csi", "--format", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let clauses: Vec<serde_json::Value> = serde_json::from_str(&listing).unwrap();
+    let must: Vec<&serde_json::Value> = clauses.iter().filter(|c| c["level"] == "must").collect();
+    assert!(must.len() > 100, "{listing}");
+    let mut unclear = Vec::new();
+    let mut spec_alone = 0;
+    for c in &must {
+        let basis = c["basis"].as_str().unwrap_or_default();
+        let alone = basis.contains("rests on the spec alone");
+        // A Nomad source file, as the bases cite them: `nomad/csi_endpoint.go (Claim)`.
+        let names_nomad = basis.contains("Nomad ") && basis.contains(".go (");
+        if alone {
+            spec_alone += 1;
+        }
+        if !alone && !names_nomad {
+            unclear.push(format!("{}: {basis}", c["id"]));
+        }
+    }
+    assert!(
+        unclear.is_empty(),
+        "MUST clauses whose basis neither says how Nomad breaks nor that the level rests on the spec alone:\n{}",
+        unclear.join("\n")
+    );
+    // Both kinds exist: the check can tell them apart.
+    assert!(spec_alone > 0 && spec_alone < must.len(), "{spec_alone}");
+}
+
+/// `--volume` names volumes to claim for node-only runs and for controllers that cannot create
+/// (`nomad volume register`); a controller that advertises CREATE_DELETE_VOLUME is refused it,
+/// once its capabilities are known, and the launched plugin is stopped.
+#[test]
+fn volumes_to_claim_are_refused_for_a_controller_that_creates() {
+    let launch = format!(
+        "{} --endpoint {{endpoint}} --node-id n1 --state-dir {{state_dir}}",
+        csi_hostpath().display()
+    );
+    let (code, stdout, stderr) = run(&["csi", "--launch", &launch, "--volume", "vol-a"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("--volume is for node-only runs and for plugins that cannot create"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("CREATE_DELETE_VOLUME"), "{stderr}");
+}

@@ -107,6 +107,7 @@ fixtures! {
     create_not_idempotent => "create-not-idempotent",
     create_races => "create-races",
     create_rejects_mutable => "create-rejects-mutable",
+    delete_in_use_ok => "delete-in-use-ok",
     delete_keeps_volume => "delete-keeps-volume",
     delete_unknown_not_found => "delete-unknown-not-found",
     empty_node_id => "empty-node-id",
@@ -143,6 +144,7 @@ fixtures! {
     node_unpublish_not_idempotent => "node-unpublish-not-idempotent",
     plugin_capabilities_error => "plugin-capabilities-error",
     probe_error => "probe-error",
+    probe_fails_after_start => "probe-fails-after-start",
     probe_not_ready => "probe-not-ready",
     publish_context_changes => "publish-context-changes",
     publish_incompatible_ok => "publish-incompatible-ok",
@@ -150,6 +152,8 @@ fixtures! {
     publish_limit_wrong_code => "publish-limit-wrong-code",
     publish_unknown_node_ok => "publish-unknown-node-ok",
     publish_unknown_volume_ok => "publish-unknown-volume-ok",
+    readonly_beside_writer_writable => "readonly-beside-writer-writable",
+    ready_after_last_probe => "ready-after-last-probe",
     skip_required_field_checks => "skip-required-field-checks",
     slow_plugin_info => "slow-plugin-info",
     slow_probe => "slow-probe",
@@ -161,19 +165,27 @@ fixtures! {
     stats_ignores_path => "stats-ignores-path",
     stats_negative => "stats-negative",
     stats_unknown_ok => "stats-unknown-ok",
+    topology_elsewhere => "topology-elsewhere",
+    unpublish_needs_secrets => "unpublish-needs-secrets",
     unstage_not_idempotent => "unstage-not-idempotent",
     validate_accepts_missing_capabilities => "validate-accepts-missing-capabilities",
     validate_confirms_other => "validate-confirms-other",
     validate_unknown_ok => "validate-unknown-ok",
     variant_attach_limit_3 => "variant-attach-limit-3",
+    variant_capacity_unknown => "variant-capacity-unknown",
     variant_ignores_max_volumes => "variant-ignores-max-volumes",
     variant_loop_at_create => "variant-loop-at-create",
+    variant_min_size_1gib => "variant-min-size-1gib",
+    variant_needs_secrets => "variant-needs-secrets",
     variant_node_only => "variant-node-only",
     variant_opaque_page_tokens => "variant-opaque-page-tokens",
     variant_publish_from_backing_store => "variant-publish-from-backing-store",
+    variant_register_only => "variant-register-only",
     variant_release_not_found => "variant-release-not-found",
     variant_second_target_allowed => "variant-second-target-allowed",
+    variant_slow_start => "variant-slow-start",
     variant_stage_without_mount => "variant-stage-without-mount",
+    variant_topology => "variant-topology",
     variant_validate_without_confirmed => "variant-validate-without-confirmed",
 }
 
@@ -354,4 +366,113 @@ fn verdicts_do_not_depend_on_jobs() {
         .filter(|(_, v)| !matches!(v.as_str(), "pass" | "skip"))
         .collect();
     assert!(bad.is_empty(), "not passing with a limit of 3: {bad:?}");
+}
+
+/// Issue 21, item 1: requests as Nomad builds them. With a volume specification's mount options
+/// (`--mount-fs-type`, `--mount-flags`) and secrets, every mount capability Nomad sends carries
+/// them (CreateVolume, ValidateVolumeCapabilities, ControllerPublishVolume, NodeStageVolume,
+/// NodePublishVolume), CreateVolume carries an empty accessibility_requirements,
+/// ControllerUnpublishVolume carries no secrets, and (item 4) ControllerExpandVolume carries no
+/// capability for a volume never claimed and the claim's capability for a claimed one.
+#[test]
+fn requests_carry_what_nomad_sends() {
+    if !needs_root("the CSI reference plugin (bind mounts)") {
+        return;
+    }
+    let dir = root().join("fixtures/csi/variant-needs-secrets");
+    let expect = Expect::load(&dir);
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("run.json");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .current_dir(&dir)
+        .args(["csi", "--launch", &launch(&expect)])
+        .args(&expect.args)
+        .args(["--mount-fs-type", "ext4", "--mount-flags", "noatime"])
+        .args(["--mount-flags", "nodev", "--tags"])
+        .arg("@CSI-NOMAD-RELEASE or @CSI-CONTROLLER-VALIDATE or @CSI-EXPAND-CONTROLLER or @CSI-EXPAND-NODE")
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for (clause, event) in record["cases"].as_array().unwrap().iter().flat_map(|c| {
+        let clause = c["clause"].as_str().unwrap_or_default();
+        c["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(move |e| (clause, e))
+    }) {
+        let req = &event["request"];
+        let method = req["method"].as_str().unwrap_or_default();
+        let name = method.rsplit('/').next().unwrap_or_default().to_string();
+        let body = &req["request"];
+        let caps: Vec<&serde_json::Value> = match name.as_str() {
+            "CreateVolume" | "ValidateVolumeCapabilities" => body["volume_capabilities"]
+                .as_array()
+                .map(|a| a.iter().collect())
+                .unwrap_or_default(),
+            "ControllerPublishVolume" | "NodeStageVolume" | "NodePublishVolume" => {
+                vec![&body["volume_capability"]]
+            }
+            // The volume of CSI-EXPAND-CONTROLLER was never claimed: Nomad knows no capability.
+            "ControllerExpandVolume" if clause == "CSI-EXPAND-CONTROLLER" => {
+                assert!(
+                    body["volume_capability"].is_null(),
+                    "ControllerExpandVolume of an unclaimed volume with a capability: {body}"
+                );
+                Vec::new()
+            }
+            // CSI-EXPAND-NODE's volume is claimed: the claim's capability goes with it.
+            "ControllerExpandVolume" if clause == "CSI-EXPAND-NODE" => {
+                vec![&body["volume_capability"]]
+            }
+            _ => Vec::new(),
+        };
+        for cap in &caps {
+            let mount = &cap["mount"];
+            assert_eq!(mount["fs_type"], "ext4", "{name}: {body}");
+            assert_eq!(
+                mount["mount_flags"],
+                serde_json::json!(["noatime", "nodev"]),
+                "{name}: {body}"
+            );
+        }
+        if name == "CreateVolume" {
+            assert!(
+                body["accessibility_requirements"].is_object(),
+                "CreateVolume without accessibility_requirements: {body}"
+            );
+        }
+        // The harness's own cleanup (an undo, "(cleanup)") still sends the secrets, so that a
+        // plugin that needs them is not left holding an attachment; every release a clause
+        // makes is Nomad's, without them.
+        let cleanup = event["operation"]
+            .as_str()
+            .is_some_and(|o| o.ends_with("(cleanup)"));
+        if name == "ControllerUnpublishVolume" && !cleanup {
+            let secrets = &body["secrets"];
+            assert!(
+                secrets.is_null() || secrets.as_object().is_some_and(|m| m.is_empty()),
+                "ControllerUnpublishVolume with secrets: {body}"
+            );
+        }
+        *seen.entry(name).or_default() += 1;
+    }
+    for m in [
+        "CreateVolume",
+        "ValidateVolumeCapabilities",
+        "ControllerPublishVolume",
+        "NodeStageVolume",
+        "NodePublishVolume",
+        "ControllerUnpublishVolume",
+        "ControllerExpandVolume",
+        "NodeExpandVolume",
+    ] {
+        assert!(seen.contains_key(m), "no {m} recorded: {seen:?}");
+    }
 }

@@ -108,6 +108,92 @@ fixtures! {
     no_error_json => "no-error-json",
     capacity_out_of_range => "capacity-out-of-range",
     echoes_parameters => "echoes-parameters",
+    fingerprint_background_lock => "fingerprint-background-lock",
+    fingerprint_writes_tmp => "fingerprint-writes-tmp",
+    name_with_slash => "name-with-slash",
+    mkdir_without_p => "mkdir-without-p",
+    kill_group_on_exit => "kill-group-on-exit",
+    variant_extra_field_on_repeat => "variant-extra-field-on-repeat",
+    variant_holds_stdout_briefly => "variant-holds-stdout-briefly",
+    variant_symlinked_plugin => "variant-symlinked-plugin",
+    restore_keeps_vanished => "restore-keeps-vanished",
+    update_ignores_capacity => "update-ignores-capacity",
+    variant_non_ascii_error => "variant-non-ascii-error",
+}
+
+/// Every clause's verdict in a run of `plugin` with `args` (the seed fixed), by clause ID.
+fn verdicts(dir: &Path, args: &[&str]) -> std::collections::BTreeMap<String, String> {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("run.json");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .current_dir(dir)
+        .args(args)
+        .args(["--seed", "7", "-q", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run nomad-conform");
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
+        panic!(
+            "no record ({e}): {}",
+            String::from_utf8_lossy(&status.stderr)
+        )
+    });
+    let record: nomad_conform_reports::model::RunRecord = serde_json::from_str(&text).unwrap();
+    record
+        .cases
+        .iter()
+        .map(|c| (c.clause.clone(), c.verdict.as_str().to_string()))
+        .collect()
+}
+
+/// A plugin whose fingerprint starts a background job guarded by a node-wide lock (only one
+/// runs at a time), the clauses that fingerprint at --jobs 1 and --jobs 8, three times each,
+/// side by side: the same verdict for every clause every time, DHV-GENERAL-NO-STRAY-PROCESS
+/// failed in each (whichever concurrent call's job holds the lock).
+#[test]
+fn no_stray_verdict_does_not_depend_on_jobs() {
+    let dir = root().join("fixtures/dhv/fingerprint-background-lock");
+    let tags = "@DHV-FINGERPRINT-EXIT-ZERO or @DHV-FINGERPRINT-SINGLE-JSON or \
+                @DHV-FINGERPRINT-VERSION-PRESENT or @DHV-FINGERPRINT-VERSION-VALID or \
+                @DHV-FINGERPRINT-DISCOVERY-DEADLINE or @DHV-FINGERPRINT-DOCUMENTED-DEADLINE or \
+                @DHV-FINGERPRINT-NO-SIDE-EFFECTS or @DHV-GENERAL-MINIMAL-ENV or \
+                @DHV-GENERAL-OUTPUT-CLOSED-ON-EXIT or @DHV-GENERAL-NO-STRAY-PROCESS";
+    let runs: Vec<(&str, std::collections::BTreeMap<String, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = ["1", "8"]
+            .iter()
+            .flat_map(|jobs| std::iter::repeat_n(*jobs, 3))
+            .map(|jobs| {
+                let dir = &dir;
+                s.spawn(move || {
+                    let args = ["dhv", "./plugin", "--tags", tags, "--jobs", jobs];
+                    (jobs, verdicts(dir, &args))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let (first_jobs, first) = &runs[0];
+    assert_eq!(first.len(), 10, "{first:?}");
+    assert_eq!(
+        first
+            .get("DHV-GENERAL-NO-STRAY-PROCESS")
+            .map(String::as_str),
+        Some("fail"),
+        "{first:?}"
+    );
+    for (jobs, run) in &runs[1..] {
+        let differ: Vec<String> = first
+            .iter()
+            .filter(|(id, v)| run.get(*id) != Some(v))
+            .map(|(id, v)| {
+                format!(
+                    "{id}: {v} at --jobs {first_jobs}, {:?} at --jobs {jobs}",
+                    run.get(id)
+                )
+            })
+            .collect();
+        assert!(differ.is_empty(), "verdicts differ:\n{}", differ.join("\n"));
+    }
 }
 
 #[test]

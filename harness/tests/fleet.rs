@@ -37,6 +37,9 @@ use clap::CommandFactory as _;
 use nomad_conform_reports::fleet::FleetRecord;
 use nomad_conform_reports::model::RunRecord;
 
+#[path = "tls_pki/mod.rs"]
+mod tls_pki;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -340,16 +343,27 @@ fn the_fleet_jobspec_runs_nomad_conform_with_flags_that_exist() {
             assert!(path.ends_with("/nomad-conform"), "{path}");
             let mut args = Vec::new();
             strings(attr(config, "args"), &mut args);
-            let sub = cli
+            let mut sub = cli
                 .find_subcommand(&args[0])
                 .unwrap_or_else(|| panic!("no subcommand {}", args[0]));
-            subcommands.insert(args[0].clone());
-            for flag in args.iter().filter(|a| a.starts_with("--")) {
+            let mut name = args[0].clone();
+            if args[0] == "fleet" {
+                sub = sub
+                    .find_subcommand(&args[1])
+                    .unwrap_or_else(|| panic!("no subcommand fleet {}", args[1]));
+                name = format!("fleet {}", args[1]);
+            }
+            subcommands.insert(name.clone());
+            // Flags after `--` are the CSI run's (csi_args, csi_volumes).
+            for flag in args
+                .iter()
+                .take_while(|a| *a != "--")
+                .filter(|a| a.starts_with("--"))
+            {
                 assert!(
                     sub.get_arguments()
                         .any(|a| a.get_long() == Some(&flag[2..])),
-                    "nomad-conform {} has no {flag}",
-                    args[0]
+                    "nomad-conform {name} has no {flag}"
                 );
             }
             assert!(
@@ -361,8 +375,83 @@ fn the_fleet_jobspec_runs_nomad_conform_with_flags_that_exist() {
     }
     assert_eq!(
         subcommands,
-        BTreeSet::from(["csi".to_string(), "dhv".to_string()])
+        BTreeSet::from([
+            "csi".to_string(),
+            "dhv".to_string(),
+            "fleet csi-node".to_string()
+        ])
     );
+}
+
+/// The CSI node plugin task: the plugin ID is a variable, the node's allocation is looked up
+/// through the CSI plugin API over the Task API socket with the task's workload identity, and
+/// the socket is found under the client's state_dir.
+#[test]
+fn the_fleet_jobspec_finds_each_nodes_csi_node_plugin_by_plugin_id() {
+    let body = job_body();
+    let variables: BTreeMap<String, &hcl::Body> = blocks(&body, "variable")
+        .map(|b| (label(b).to_string(), b.body()))
+        .collect();
+    let default = |name: &str| attr(variables[name], "default").clone();
+    assert_eq!(
+        default("csi_plugin_id"),
+        hcl::Expression::String(String::new())
+    );
+    assert_eq!(
+        default("client_state_dir"),
+        hcl::Expression::String("/opt/nomad/data/client".into())
+    );
+    assert_eq!(default("csi_volumes"), hcl::Expression::Array(Vec::new()));
+    let job = blocks(&body, "job").next().unwrap().body();
+    let group = blocks(job, "group").next().unwrap().body();
+    // The task made for csi_plugin_id.
+    let dynamic = blocks(group, "dynamic")
+        .filter(|d| label(d) == "task")
+        .find(|d| {
+            let mut it = String::new();
+            if let Some(a) = d.body().attributes().find(|a| a.key() == "iterator") {
+                it = a.expr().to_string();
+            }
+            it.contains("plugin")
+        })
+        .expect("a dynamic task iterating over the plugin ID");
+    let for_each = attr(dynamic.body(), "for_each").to_string();
+    assert!(for_each.contains("var.csi_plugin_id"), "{for_each}");
+    let task = blocks(dynamic.body(), "content").next().unwrap().body();
+    // Its workload identity reaches the Task API socket.
+    let identity = blocks(task, "identity").next().expect("identity").body();
+    assert_eq!(attr(identity, "env"), &hcl::Expression::Bool(true));
+    let env = blocks(task, "env").next().expect("env").body();
+    let addr = attr(env, "NOMAD_ADDR").to_string();
+    assert!(
+        addr.contains("unix://") && addr.contains("NOMAD_SECRETS_DIR}/api.sock"),
+        "{addr}"
+    );
+    let config = blocks(task, "config").next().unwrap().body();
+    let args = attr(config, "args").to_string();
+    for needle in [
+        "\"fleet\"",
+        "\"csi-node\"",
+        "\"--plugin-id\", plugin.value",
+        "\"--node-id\", \"${node.unique.id}\"",
+        "\"--state-dir\", var.client_state_dir",
+        "var.csi_volumes",
+        "\"--volume\"",
+    ] {
+        assert!(args.contains(needle), "{needle} not in {args}");
+    }
+    // fleet csi-node runs the suite as a node plugin at the socket Nomad gives the allocation.
+    let cmd = nomad_conform::cli::Cli::command();
+    let csi_node = cmd
+        .find_subcommand("fleet")
+        .and_then(|f| f.find_subcommand("csi-node"))
+        .expect("fleet csi-node");
+    let default_state = csi_node
+        .get_arguments()
+        .find(|a| a.get_long() == Some("state-dir"))
+        .and_then(|a| a.get_default_values().first().cloned())
+        .unwrap();
+    assert_eq!(default_state, "/opt/nomad/data/client");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -379,6 +468,8 @@ struct Fake {
     files: BTreeMap<String, BTreeMap<String, String>>,
     /// Allocations on nodes Nomad has no connection to.
     unreachable: BTreeSet<String>,
+    /// CSI plugins by ID, as /v1/plugin/csi/:plugin_id answers them.
+    plugins: BTreeMap<String, serde_json::Value>,
     /// (path, query, X-Nomad-Token) of every request.
     seen: Mutex<Vec<(String, String, Option<String>)>>,
 }
@@ -546,14 +637,66 @@ async fn fs_cat(
     }
 }
 
-/// Serve `fake` on a loopback port from a thread of its own; the address.
-fn serve(fake: Fake) -> (String, Shared) {
-    let shared = Arc::new(fake);
-    let app = Router::new()
+/// `GET /v1/plugin/csi/:plugin_id` (command/agent/csi_endpoint.go, CSIPluginSpecificRequest):
+/// the plugin with `Nodes` keyed by node ID (api/csi.go, CSIPlugin; CSIInfo in
+/// nomad/structs/node.go), or 404 "plugin not found".
+async fn csi_plugin_get(
+    State(f): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let q = q.unwrap_or_default();
+    if let Err(r) = admit(&f, format!("/v1/plugin/csi/{id}"), &q, &headers) {
+        return r.into_response();
+    }
+    match f.plugins.get(&id) {
+        Some(p) => json(p.to_string()),
+        None => plain(StatusCode::NOT_FOUND, "plugin not found"),
+    }
+}
+
+/// The node plugin `hostpath`: healthy on node-good, unhealthy on node-bad, absent elsewhere.
+fn csi_plugin() -> serde_json::Value {
+    serde_json::json!({
+        "ID": "hostpath", "Provider": "csi-hostpath", "Version": "0.1.0",
+        "ControllerRequired": false, "Controllers": {},
+        "Nodes": {
+            "node-good-0000-id": {"PluginID": "hostpath", "AllocID": "p-good", "Healthy": true,
+                "HealthDescription": "healthy", "UpdateTime": "2025-01-01T00:00:00Z",
+                "RequiresControllerPlugin": false, "RequiresTopologies": false},
+            "node-bad-0000-id": {"PluginID": "hostpath", "AllocID": "p-bad", "Healthy": false,
+                "HealthDescription": "CSI plugin failed probe: connection refused",
+                "UpdateTime": "2025-01-01T00:00:00Z"},
+        },
+        "Allocations": [], "ControllersHealthy": 0, "ControllersExpected": 0,
+        "NodesHealthy": 1, "NodesExpected": 2, "CreateIndex": 5, "ModifyIndex": 9,
+    })
+}
+
+fn app(shared: &Shared) -> Router {
+    Router::new()
         .route("/v1/job/{job}/allocations", get(job_allocations))
         .route("/v1/client/fs/ls/{alloc}", get(fs_ls))
         .route("/v1/client/fs/cat/{alloc}", get(fs_cat))
-        .with_state(shared.clone());
+        .route("/v1/plugin/csi/{id}", get(csi_plugin_get))
+        .with_state(shared.clone())
+}
+
+/// Serve `fake` on a loopback port from a thread of its own; the address.
+fn serve(fake: Fake) -> (String, Shared) {
+    let (port, shared) = serve_on(fake, None);
+    (format!("http://127.0.0.1:{port}"), shared)
+}
+
+/// Serve `fake` over TLS with `config` (mutual TLS when it verifies clients); the port.
+fn serve_tls(fake: Fake, config: Arc<rustls::ServerConfig>) -> (u16, Shared) {
+    serve_on(fake, Some(config))
+}
+
+fn serve_on(fake: Fake, tls: Option<Arc<rustls::ServerConfig>>) -> (u16, Shared) {
+    let shared = Arc::new(fake);
+    let app = app(&shared);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -564,10 +707,16 @@ fn serve(fake: Fake) -> (String, Shared) {
             .unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, app).await.unwrap();
+            match tls {
+                None => axum::serve(listener, app).await.unwrap(),
+                Some(config) => {
+                    let tls = nomad_conform_variables::TlsListener::new(listener, config).unwrap();
+                    axum::serve(tls, app).await.unwrap()
+                }
+            }
         });
     });
-    (format!("http://{addr}"), shared)
+    (addr.port(), shared)
 }
 
 fn alloc(
@@ -662,6 +811,7 @@ fn cluster(token: Option<&str>) -> Fake {
         allocations,
         files,
         unreachable: BTreeSet::from(["a-lost".to_string()]),
+        plugins: BTreeMap::from([("hostpath".to_string(), csi_plugin())]),
         seen: Mutex::new(Vec::new()),
     }
 }
@@ -683,10 +833,28 @@ fn collect(addr: &str, extra: &[&str], out: &Path) -> Output {
         .arg(out.join("fleet.xml"))
         .arg("--json")
         .arg(out.join("fleet.json"))
-        .env_remove("NOMAD_TOKEN")
-        .env_remove("NOMAD_NAMESPACE")
+        .env_clear_nomad()
         .output()
         .unwrap()
+}
+
+/// The nomad CLI's variables and ours removed: each test sets what it means.
+trait ClearNomad {
+    fn env_clear_nomad(&mut self) -> &mut Self;
+}
+
+impl ClearNomad for Command {
+    fn env_clear_nomad(&mut self) -> &mut Self {
+        for (k, _) in std::env::vars() {
+            if k.starts_with("NOMAD_CONFORM_") {
+                self.env_remove(k);
+            }
+        }
+        for k in tls_pki::NOMAD_CLI_VARS {
+            self.env_remove(k);
+        }
+        self
+    }
 }
 
 #[test]
@@ -843,6 +1011,7 @@ fn a_nomad_that_cannot_be_reached_or_refuses_exits_3() {
             "--nomad-addr",
             &addr,
         ])
+        .env_clear_nomad()
         .env("NOMAD_TOKEN", "wrong")
         .output()
         .unwrap();
@@ -869,7 +1038,7 @@ fn a_nomad_that_cannot_be_reached_or_refuses_exits_3() {
 
     // Usage errors: an address we cannot speak to, a bad timeout.
     for args in [
-        ["--nomad-addr", "https://nomad.example:4646"],
+        ["--nomad-addr", "ftp://nomad.example:4646"],
         ["--timeout", "soon"],
     ] {
         let o = bin()
@@ -879,4 +1048,432 @@ fn a_nomad_that_cannot_be_reached_or_refuses_exits_3() {
             .unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// `fleet collect` against a TLS and a mutual-TLS Nomad, with a CA and certificates made by the
+// test (tests/tls_pki)
+
+fn pki() -> &'static tls_pki::Pki {
+    static PKI: OnceLock<tls_pki::Pki> = OnceLock::new();
+    PKI.get_or_init(tls_pki::Pki::new)
+}
+
+/// `fleet collect` with only `args` and `vars` (every other Nomad variable cleared).
+fn collect_with(args: &[&str], vars: &[(&str, &str)], out: &Path) -> Output {
+    let mut cmd = bin();
+    cmd.args(["fleet", "collect", "--job", "conform-fleet"])
+        .args(args)
+        .arg("--json")
+        .arg(out.join("fleet.json"))
+        .env_clear_nomad();
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn collect_over_mutual_tls_from_the_nomad_cli_variables_alone() {
+    let pki = pki();
+    let token = "mtls-s3cret-token";
+    let (port, fake) = serve_tls(cluster(Some(token)), pki.server_config(true));
+    let out = tempfile::tempdir().unwrap();
+    let addr = format!("https://127.0.0.1:{port}");
+    let o = collect_with(
+        &[],
+        &[
+            ("NOMAD_ADDR", &addr),
+            ("NOMAD_CACERT", path(&pki.ca)),
+            ("NOMAD_CLIENT_CERT", path(&pki.client_cert)),
+            ("NOMAD_CLIENT_KEY", path(&pki.client_key)),
+            ("NOMAD_TOKEN", token),
+            ("NOMAD_REGION", "global"),
+        ],
+        out.path(),
+    );
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    // The same cluster as over plain HTTP: something failed, a node has no record.
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
+    let fleet: FleetRecord =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("fleet.json")).unwrap())
+            .unwrap();
+    assert_eq!(fleet.nodes.len(), 4);
+    assert_eq!(fleet.nomad_addr, addr);
+    // Every request went with the token, the namespace and the region.
+    let seen = fake.seen.lock().unwrap().clone();
+    assert!(seen.len() >= 8, "{seen:?}");
+    for (p, q, t) in &seen {
+        assert_eq!(t.as_deref(), Some(token), "{p}");
+        assert_eq!(
+            query_param(q, "region").as_deref(),
+            Some("global"),
+            "{p}?{q}"
+        );
+    }
+    // Neither the token nor the client key ever reaches the console or the report.
+    let key = std::fs::read_to_string(&pki.client_key).unwrap();
+    let key_line = key.lines().nth(1).unwrap();
+    let json = std::fs::read_to_string(out.path().join("fleet.json")).unwrap();
+    for text in [&stdout, &stderr, &json] {
+        assert!(!text.contains(token));
+        assert!(!text.contains(key_line));
+    }
+}
+
+#[test]
+fn collect_over_tls_with_the_flags_and_our_variables() {
+    let pki = pki();
+    let (port, _) = serve_tls(cluster(None), pki.server_config(true));
+    let out = tempfile::tempdir().unwrap();
+    // Flags, by the name the certificate has (as Nomad's server.<region>.nomad).
+    let o = collect_with(
+        &[
+            "--nomad-addr",
+            &format!("https://127.0.0.1:{port}"),
+            "--ca-path",
+            path(&pki.ca_dir),
+            "--client-cert",
+            path(&pki.client_cert),
+            "--client-key",
+            path(&pki.client_key),
+            "--tls-server-name",
+            "server.global.nomad",
+        ],
+        // The nomad CLI's variables come after the flags: this wrong CA is not used.
+        &[("NOMAD_CACERT", path(&pki.other_ca))],
+        out.path(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    // NOMAD_CONFORM_* variables, by host name.
+    let o = collect_with(
+        &[],
+        &[
+            (
+                "NOMAD_CONFORM_NOMAD_ADDR",
+                &format!("https://localhost:{port}"),
+            ),
+            ("NOMAD_CONFORM_CA_CERT", path(&pki.ca)),
+            ("NOMAD_CONFORM_CLIENT_CERT", path(&pki.client_cert)),
+            ("NOMAD_CONFORM_CLIENT_KEY", path(&pki.client_key)),
+        ],
+        out.path(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    // Without verification: it works, and the console and the report say so.
+    let o = collect_with(
+        &[
+            "--tls-skip-verify",
+            "--client-cert",
+            path(&pki.client_cert),
+            "--client-key",
+            path(&pki.client_key),
+        ],
+        &[("NOMAD_ADDR", &format!("https://127.0.0.1:{port}"))],
+        out.path(),
+    );
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("warning: TLS certificate verification is off"),
+        "{stderr}"
+    );
+    let fleet: FleetRecord =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("fleet.json")).unwrap())
+            .unwrap();
+    assert!(
+        fleet
+            .warnings
+            .iter()
+            .any(|w| w.contains("TLS certificate verification is off")),
+        "{:?}",
+        fleet.warnings
+    );
+    let html = nomad_conform_reports::fleet::render_html(&fleet).unwrap();
+    assert!(
+        html.contains("warning: TLS certificate verification is off"),
+        "the HTML report says so"
+    );
+    assert!(
+        nomad_conform_reports::fleet::render_text(&fleet)
+            .contains("warning: TLS certificate verification is off"),
+        "so does the console table"
+    );
+}
+
+/// One line on stderr, exit 3, nothing written.
+fn fails_with(o: &Output, needle: &str, out: &Path) {
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{needle}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{needle}: {stderr}");
+    assert!(stderr.starts_with("nomad-conform: error: "), "{stderr}");
+    assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    assert!(!out.join("fleet.json").exists());
+}
+
+#[test]
+fn each_tls_failure_is_one_line_that_says_which_and_exits_3() {
+    let pki = pki();
+    let (tls_port, _) = serve_tls(cluster(None), pki.server_config(false));
+    let (mtls_port, _) = serve_tls(cluster(None), pki.server_config(true));
+    let (plain_addr, _) = serve(cluster(None));
+    let plain_port = plain_addr.rsplit(':').next().unwrap();
+    let tls = format!("https://127.0.0.1:{tls_port}");
+    let mtls = format!("https://127.0.0.1:{mtls_port}");
+    let out = tempfile::tempdir().unwrap();
+    let ca = path(&pki.ca);
+
+    // An unknown CA.
+    let o = collect_with(
+        &["--nomad-addr", &tls, "--ca-cert", path(&pki.other_ca)],
+        &[],
+        out.path(),
+    );
+    fails_with(&o, "is signed by a CA this run does not trust", out.path());
+    // A name the certificate does not have.
+    let o = collect_with(
+        &[
+            "--nomad-addr",
+            &tls,
+            "--ca-cert",
+            ca,
+            "--tls-server-name",
+            "nomad.example",
+        ],
+        &[],
+        out.path(),
+    );
+    fails_with(
+        &o,
+        "is not valid for the name \"nomad.example\"",
+        out.path(),
+    );
+    // Mutual TLS without a client certificate.
+    let o = collect_with(&["--nomad-addr", &mtls, "--ca-cert", ca], &[], out.path());
+    fails_with(
+        &o,
+        "requires a client certificate (mutual TLS) and this run gave none",
+        out.path(),
+    );
+    // A client certificate the server refuses (another CA signed it).
+    let o = collect_with(
+        &["--nomad-addr", &mtls, "--ca-cert", ca],
+        &[
+            ("NOMAD_CLIENT_CERT", path(&pki.rogue_cert)),
+            ("NOMAD_CLIENT_KEY", path(&pki.rogue_key)),
+        ],
+        out.path(),
+    );
+    fails_with(&o, "refused this run's client certificate", out.path());
+    // Plain HTTP to the TLS port.
+    let o = collect_with(
+        &["--nomad-addr", &format!("http://127.0.0.1:{tls_port}")],
+        &[],
+        out.path(),
+    );
+    fails_with(
+        &o,
+        "speaks TLS, and this run spoke plain HTTP to it",
+        out.path(),
+    );
+    // TLS to the plain port.
+    let o = collect_with(
+        &[
+            "--nomad-addr",
+            &format!("https://127.0.0.1:{plain_port}"),
+            "--ca-cert",
+            ca,
+        ],
+        &[],
+        out.path(),
+    );
+    let stderr = text(&o.stderr);
+    assert!(
+        stderr.contains("does not speak TLS") || stderr.contains("is it a plain http:// port?"),
+        "{stderr}"
+    );
+    fails_with(&o, "http://", out.path());
+}
+
+#[test]
+fn bad_tls_input_is_refused_before_anything_runs() {
+    let pki = pki();
+    let out = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (
+            vec![
+                "--nomad-addr",
+                "https://127.0.0.1:1",
+                "--ca-cert",
+                "/nonexistent/ca.pem",
+            ],
+            "--ca-cert /nonexistent/ca.pem: ",
+        ),
+        (
+            vec![
+                "--nomad-addr",
+                "https://127.0.0.1:1",
+                "--client-cert",
+                path(&pki.client_cert),
+            ],
+            "--client-cert needs --client-key",
+        ),
+        (
+            vec![
+                "--nomad-addr",
+                "https://127.0.0.1:1",
+                "--ca-cert",
+                path(&pki.client_key),
+            ],
+            "no PEM certificate",
+        ),
+        (
+            vec![
+                "--nomad-addr",
+                "http://127.0.0.1:1",
+                "--ca-cert",
+                path(&pki.ca),
+            ],
+            "--ca-cert is for an https:// address",
+        ),
+    ] {
+        let o = collect_with(&args, &[], out.path());
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    }
+    let o = collect_with(
+        &["--nomad-addr", "https://127.0.0.1:1"],
+        &[("NOMAD_SKIP_VERIFY", "perhaps")],
+        out.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}
+
+// ---------------------------------------------------------------------------------------
+// CSI node plugins on a fleet
+
+#[test]
+fn collect_shows_a_node_whose_csi_plugin_has_no_healthy_allocation() {
+    let (addr, fake) = serve(cluster(None));
+    let out = tempfile::tempdir().unwrap();
+    let o = collect_with(
+        &["--nomad-addr", &addr, "--csi-plugin", "hostpath"],
+        &[],
+        out.path(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let fleet: FleetRecord =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("fleet.json")).unwrap())
+            .unwrap();
+    let node = |name: &str| fleet.nodes.iter().find(|n| n.node_name == name).unwrap();
+    let bad = &node("node-bad").problems;
+    assert!(
+        bad.iter().any(
+            |p| p.message.contains("has no healthy allocation on this node")
+                && p.message.contains("CSI plugin failed probe")
+        ),
+        "{bad:?}"
+    );
+    // node-good's plugin is healthy: nothing added.
+    assert!(
+        node("node-good").problems.is_empty(),
+        "{:?}",
+        node("node-good").problems
+    );
+    assert!(
+        node("node-failed")
+            .problems
+            .iter()
+            .any(|p| p.message.contains("no node plugin allocation"))
+    );
+    assert!(
+        fake.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(p, _, _)| p == "/v1/plugin/csi/hostpath")
+    );
+    // An unknown plugin: Nomad answers 404, nothing is judged.
+    let o = collect_with(
+        &["--nomad-addr", &addr, "--csi-plugin", "nope"],
+        &[],
+        out.path(),
+    );
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("plugin not found"), "{stderr}");
+}
+
+#[test]
+fn csi_node_finds_the_plugin_socket_of_this_nodes_allocation() {
+    let (addr, _) = serve(cluster(None));
+    let state = tempfile::tempdir().unwrap();
+    let run = |node: &str| {
+        bin()
+            .args([
+                "fleet",
+                "csi-node",
+                "--plugin-id",
+                "hostpath",
+                "--node-id",
+                node,
+            ])
+            .arg("--state-dir")
+            .arg(state.path())
+            .arg("--json")
+            .arg(state.path().join("csi.json"))
+            .args(["--", "--volume", "vol-1"])
+            .env_clear_nomad()
+            .env("NOMAD_ADDR", &addr)
+            .output()
+            .unwrap()
+    };
+    // No healthy allocation on the node: nothing to test.
+    let o = run("node-bad-0000-id");
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("has no healthy allocation on this node"),
+        "{stderr}"
+    );
+    // A healthy allocation whose socket is not there.
+    let o = run("node-good-0000-id");
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("csi/plugins/p-good/csi.sock"), "{stderr}");
+    // The socket where Nomad's client puts it: the CSI suite runs against it as a node plugin
+    // (here nothing listens, so the suite itself stops with exit 3, after saying so).
+    let dir = state.path().join("csi/plugins/p-good");
+    std::fs::create_dir_all(&dir).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(dir.join("csi.sock")).unwrap());
+    let o = run("node-good-0000-id");
+    let stderr = text(&o.stderr);
+    let sock = dir.join("csi.sock");
+    assert!(
+        stderr.contains(&format!(
+            "nomad-conform csi --endpoint unix://{} --plugin-type node --json",
+            sock.display()
+        )) && stderr.contains("--volume vol-1"),
+        "{stderr}"
+    );
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains(&sock.display().to_string()), "{stderr}");
 }

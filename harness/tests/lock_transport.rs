@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
+use nomad_conform::nomad_api::{Target, Upstream};
 use nomad_conform::plugins::lock::proxy_faults::{Fault, Operation, PartitionMode};
 use nomad_conform::plugins::lock::{
     ApiAddr, ClientOptions, ClientSpec, Outcome, ProbeCommand, ProbeListener, Proxy, ProxyConfig,
-    RunningClient, Upstream,
+    RunningClient,
 };
 use nomad_conform::steps::lock::checker::{
     ViolationKind, holder_intervals, lock_owners, overlaps, runs_without_lock, violations,
@@ -92,9 +93,12 @@ async fn shim_client_runs_the_probe_and_its_interval_is_recorded() {
     let server = VariablesServer::start(ServerConfig::localhost().with_profile(Profile::fast()))
         .await
         .expect("server");
-    let proxy = Proxy::start(ProxyConfig::new("a", Upstream::of_server(&server)))
-        .await
-        .expect("proxy");
+    let proxy = Proxy::start(ProxyConfig::new(
+        "a",
+        Target::plain(Upstream::of_server(&server)),
+    ))
+    .await
+    .expect("proxy");
     let listener = ProbeListener::bind(&dir.path().join("p.sock"))
         .await
         .expect("listener");
@@ -177,7 +181,8 @@ async fn the_proxy_records_forwards_injects_and_partitions() {
         .await
         .expect("server");
     let proxy = Proxy::start(
-        ProxyConfig::new("a", Upstream::of_server(&server)).with_token(Some("s3cret".into())),
+        ProxyConfig::new("a", Target::plain(Upstream::of_server(&server)))
+            .with_token(Some("s3cret".into())),
     )
     .await
     .expect("proxy");
@@ -270,12 +275,18 @@ async fn the_checker_finds_an_overlap_in_a_two_client_history() {
     let server = VariablesServer::start(ServerConfig::localhost().with_profile(Profile::fast()))
         .await
         .expect("server");
-    let a = Proxy::start(ProxyConfig::new("a", Upstream::of_server(&server)))
-        .await
-        .expect("proxy a");
-    let b = Proxy::start(ProxyConfig::new("b", Upstream::of_server(&server)))
-        .await
-        .expect("proxy b");
+    let a = Proxy::start(ProxyConfig::new(
+        "a",
+        Target::plain(Upstream::of_server(&server)),
+    ))
+    .await
+    .expect("proxy a");
+    let b = Proxy::start(ProxyConfig::new(
+        "b",
+        Target::plain(Upstream::of_server(&server)),
+    ))
+    .await
+    .expect("proxy b");
     let t0 = Instant::now();
     let (status, body) = acquire(a.addr().unwrap()).await;
     assert_eq!(status, 200, "{body}");
@@ -376,7 +387,8 @@ async fn unix_sockets_on_both_sides() {
     let upstream = Upstream::of_server(&server);
     assert_eq!(upstream, Upstream::Unix(dir.path().join("s.sock")));
     let proxy = Proxy::start(
-        ProxyConfig::new("u", upstream).with_listen(Listen::Unix(dir.path().join("p.sock"))),
+        ProxyConfig::new("u", Target::plain(upstream))
+            .with_listen(Listen::Unix(dir.path().join("p.sock"))),
     )
     .await
     .expect("proxy");

@@ -18,6 +18,9 @@ use nomad_conform_variables::{
 
 const BIN: &str = env!("CARGO_BIN_EXE_nomad-conform");
 
+#[path = "tls_pki/mod.rs"]
+mod tls_pki;
+
 /// The clauses that need the reference server (`@requires-reference-server`).
 const REFERENCE_ONLY: &[&str] = &[
     "VARIABLES-ACL-WORKLOAD",
@@ -103,9 +106,21 @@ struct Run {
 
 /// `nomad-conform <args> --seed 7 --json <tmp>`, and its record.
 async fn nomad_conform(args: &[&str]) -> Run {
+    nomad_conform_with(args, &[]).await
+}
+
+/// [`nomad_conform`] with the nomad CLI's variables cleared and `vars` set.
+async fn nomad_conform_with(args: &[&str], vars: &[(&str, &str)]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
-    let out = tokio::process::Command::new(BIN)
+    let mut cmd = tokio::process::Command::new(BIN);
+    for k in tls_pki::NOMAD_CLI_VARS {
+        cmd.env_remove(k);
+    }
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd
         .args(args)
         .args(["--seed", "7", "--json"])
         .arg(&json)
@@ -223,6 +238,145 @@ async fn through_nomad_addr_every_clause_passes_and_nothing_is_left_behind() {
     assert_eq!(acl.tokens.len(), 1, "tokens left: {:?}", acl.tokens);
     // The management token never reaches the record.
     assert!(!run.json.contains(token), "the token is in the record");
+    server.shutdown().await.unwrap();
+}
+
+/// The reference server over mutual TLS (an agent with `tls { http = true,
+/// verify_https_client = true }`), with a CA and certificates the test makes: every clause
+/// passes through `--nomad-addr https://` with the nomad CLI's variables alone, and with the
+/// flags; a run without a client certificate is one line and exit 3 before any clause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_mutual_tls_every_clause_passes_from_the_nomad_cli_variables() {
+    let pki = tls_pki::Pki::new();
+    let token = "mgmt-tls-5b7e1f0a";
+    let server = VariablesServer::start(
+        ServerConfig::localhost()
+            .with_profile(Profile::fast())
+            .with_acl(AclConfig::enabled().with_token(Token::management(token)))
+            .with_tls(pki.server_config(true)),
+    )
+    .await
+    .unwrap();
+    let addr = server.nomad_addr();
+    assert!(addr.starts_with("https://127.0.0.1:"), "{addr}");
+    let p = |p: &std::path::Path| p.display().to_string();
+    let (ca, cert, key) = (p(&pki.ca), p(&pki.client_cert), p(&pki.client_key));
+    let run = nomad_conform_with(
+        &["variables", "--nomad-addr", &addr, "--profile", "fast"],
+        &[
+            ("NOMAD_CACERT", &ca),
+            ("NOMAD_CLIENT_CERT", &cert),
+            ("NOMAD_CLIENT_KEY", &key),
+            ("NOMAD_TOKEN", token),
+        ],
+    )
+    .await;
+    let wrong = not(&run.record, Verdict::Pass, REFERENCE_ONLY);
+    assert!(wrong.is_empty(), "{}\n{}", wrong.join("\n"), run.output);
+    assert_eq!(run.code, Some(0), "{}", run.output);
+    let tls = &run.record.subject.details["TLS"];
+    assert!(
+        tls.contains(&format!("CA {ca}")) && tls.contains(&format!("client certificate {cert}")),
+        "{tls}"
+    );
+    assert!(!run.json.contains(token), "the token is in the record");
+    let key_line = std::fs::read_to_string(&pki.client_key).unwrap();
+    let key_line = key_line.lines().nth(1).unwrap();
+    assert!(!run.json.contains(key_line) && !run.output.contains(key_line));
+
+    // The flags, one clause.
+    let run = nomad_conform_with(
+        &[
+            "variables",
+            "--nomad-addr",
+            &addr,
+            "--profile",
+            "fast",
+            "--token",
+            token,
+            "--ca-cert",
+            &ca,
+            "--client-cert",
+            &cert,
+            "--client-key",
+            &key,
+            "--tags",
+            "@VARIABLES-SET-CREATE",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}", run.output);
+    assert!(
+        run.record.cases.iter().any(|c| c.verdict == Verdict::Pass),
+        "{}",
+        run.output
+    );
+
+    assert!(!run.json.contains(token) && !run.output.contains(token));
+
+    // Without verification (NOMAD_SKIP_VERIFY, as the nomad CLI reads it): it works, and the
+    // console and the report's subject say that certificates were not verified.
+    let run = nomad_conform_with(
+        &[
+            "variables",
+            "--nomad-addr",
+            &addr,
+            "--profile",
+            "fast",
+            "--tags",
+            "@VARIABLES-SET-CREATE",
+        ],
+        &[
+            ("NOMAD_SKIP_VERIFY", "true"),
+            ("NOMAD_CLIENT_CERT", &cert),
+            ("NOMAD_CLIENT_KEY", &key),
+            ("NOMAD_TOKEN", token),
+        ],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}", run.output);
+    assert!(
+        run.output
+            .contains("warning: TLS certificate verification is off"),
+        "{}",
+        run.output
+    );
+    let details = &run.record.subject.details;
+    assert!(
+        details
+            .get("warning")
+            .is_some_and(|w| w.contains("verification is off")),
+        "{details:?}"
+    );
+    assert!(
+        details["TLS"].contains("not verified (--tls-skip-verify)"),
+        "{details:?}"
+    );
+
+    // Without the client certificate: the server cannot be used.
+    let mut cmd = tokio::process::Command::new(BIN);
+    for k in tls_pki::NOMAD_CLI_VARS {
+        cmd.env_remove(k);
+    }
+    let out = cmd
+        .args([
+            "variables",
+            "--nomad-addr",
+            &addr,
+            "--ca-cert",
+            &ca,
+            "--token",
+            token,
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("requires a client certificate"), "{stderr}");
+    assert!(!stderr.contains(token), "{stderr}");
     server.shutdown().await.unwrap();
 }
 
@@ -428,5 +582,41 @@ fn list_names_every_clause_with_its_basis() {
             !c["text"].as_str().unwrap_or_default().contains("Basis:"),
             "{id}"
         );
+    }
+}
+
+/// API settings the variables suite cannot use are refused before anything runs (exit 2, one
+/// line): a namespace (its scenarios choose their own), TLS without --nomad-addr (the shell's
+/// NOMAD_ADDR never points it at a cluster), a TLS flag for a plain address.
+#[test]
+fn api_settings_it_cannot_use_are_usage_errors() {
+    for (args, needle) in [
+        (
+            vec!["--nomad-addr", "http://127.0.0.1:1", "--namespace", "prod"],
+            "--namespace is not for the variables suite",
+        ),
+        (
+            vec!["--ca-cert", "/etc/nomad.d/ca.pem"],
+            "--ca-cert goes with --nomad-addr",
+        ),
+        (
+            vec!["--nomad-addr", "http://127.0.0.1:1", "--tls-skip-verify"],
+            "--tls-skip-verify is for an https:// address",
+        ),
+    ] {
+        let mut cmd = std::process::Command::new(BIN);
+        for k in tls_pki::NOMAD_CLI_VARS {
+            cmd.env_remove(k);
+        }
+        let out = cmd
+            .arg("variables")
+            .args(&args)
+            .env("NOMAD_ADDR", "https://prod.example:4646")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
     }
 }

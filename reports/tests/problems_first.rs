@@ -253,7 +253,9 @@ fn html_folds_passed_and_skipped_clauses_in_a_closed_details() {
 
     // Blocked cards are in a closed fold of their own, between the problems and the passing.
     let blocked_tag = "<details class=\"fold\" id=\"blocked\">";
-    let blocked = page.find(blocked_tag).expect("a fold for the blocked clauses");
+    let blocked = page
+        .find(blocked_tag)
+        .expect("a fold for the blocked clauses");
     for id in ["DHV-I-FOLDED", "DHV-G-BLOCKED"] {
         let at = case_at(id);
         assert!(blocked < at && at < fold, "{id} is in the blocked fold");
@@ -264,12 +266,8 @@ fn html_folds_passed_and_skipped_clauses_in_a_closed_details() {
 
     // Nothing passing or blocked: no fold. Nothing failing: the list says so.
     let mut r = one_of_each();
-    r.cases.retain(|c| {
-        !matches!(
-            c.verdict,
-            Verdict::Pass | Verdict::Skip | Verdict::Blocked
-        )
-    });
+    r.cases
+        .retain(|c| !matches!(c.verdict, Verdict::Pass | Verdict::Skip | Verdict::Blocked));
     assert!(!html::render(&r).unwrap().contains("class=\"fold\""));
     let mut r = one_of_each();
     r.cases.retain(|c| c.verdict == Verdict::Pass);

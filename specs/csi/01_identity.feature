@@ -1,8 +1,9 @@
 @csi
 Feature: identity
-  Nomad learns who a plugin is and whether it is healthy through the Identity service:
-  GetPluginInfo when the plugin registers, GetPluginCapabilities and Probe on every
-  fingerprint (every 30 seconds), and Probe in a loop while the plugin task starts.
+  Nomad learns who a plugin is and whether it is healthy through the Identity service: Probe
+  alone while the plugin task starts, every 5 seconds until it reports ready; then GetPluginInfo
+  when the plugin registers, GetPluginCapabilities (and NodeGetInfo) until the first fingerprint
+  succeeds, and Probe on every fingerprint (every 30 seconds).
 
   @CSI-IDENTITY-PLUGIN-INFO @must
   Scenario: GetPluginInfo names the plugin and its version
@@ -16,6 +17,7 @@ Feature: identity
     client/allocrunner/taskrunner/plugin_supervisor_hook.go (registerPlugin) fails and the plugin
     task is restarted instead of registered.
 
+    Given Nomad has found the plugin ready
     When the harness calls GetPluginInfo
     Then the call succeeds
     And the plugin name is a non-empty domain-style name of at most 63 characters
@@ -31,19 +33,23 @@ Feature: identity
     the plugin task is restarted ("CSI plugin failed to register") instead of registered. The spec
     sets no timeout: the CO MAY choose its own.
 
+    Given Nomad has found the plugin ready
     When the harness calls GetPluginInfo
     Then the call completes within the "plugin info" deadline
 
   @CSI-IDENTITY-CAPABILITIES @must
   Scenario: GetPluginCapabilities succeeds
-    Nomad reads CONTROLLER_SERVICE and VOLUME_ACCESSIBILITY_CONSTRAINTS from it on the first
-    fingerprint; without an answer the plugin is never fingerprinted.
+    Nomad reads CONTROLLER_SERVICE and VOLUME_ACCESSIBILITY_CONSTRAINTS from it, every 30 seconds
+    until the first fingerprint succeeds and never again; without an answer the plugin is never
+    fingerprinted.
 
     Basis: CSI spec v1.12, GetPluginCapabilities and Connectivity: it is a REQUIRED Identity RPC,
     which every plugin SHALL implement; Nomad client/pluginmanager/csimanager/fingerprint.go
-    (buildBasicFingerprint): an error fails the initial fingerprint, so the plugin stays unhealthy
-    and no volume manager is created for it.
+    (fingerprint, buildBasicFingerprint): it is asked only until the first fingerprint succeeds,
+    and an error fails that fingerprint, so the plugin stays unhealthy and no volume manager is
+    created for it.
 
+    Given Nomad has found the plugin ready
     When the harness calls GetPluginCapabilities
     Then the call succeeds
 
@@ -57,8 +63,10 @@ Feature: identity
     client/pluginmanager/csimanager/fingerprint.go (buildNodeFingerprint,
     buildControllerFingerprint): a Probe error or ready=false marks the plugin unhealthy, and
     scheduler/feasible/feasible.go (CSIVolumeChecker.isFeasible) places no allocation that needs a
-    volume on a node whose node plugin is unhealthy.
+    volume on a node whose node plugin is unhealthy. These are the probes after start-up: a plugin
+    never ready at start-up is CSI-IDENTITY-PROBE-READY-IN-TIME's to judge.
 
+    Given Nomad has found the plugin ready
     When the harness calls Probe
     Then the call succeeds
     And the plugin reports ready
@@ -77,13 +85,18 @@ Feature: identity
 
   @CSI-IDENTITY-PROBE-READY-IN-TIME @must
   Scenario: the plugin becomes ready within Nomad's health timeout
-    While the plugin task starts, Nomad probes it every 5 seconds for up to the health timeout
-    (30 seconds by default) and restarts the task if it never reports ready.
+    While the plugin task starts, Nomad calls nothing but Probe: at once, then 5 seconds after
+    each answer that is not ready, until the health timeout (30 seconds by default, counted from
+    the task's start) runs out; then it restarts the task. The harness probes the same way before
+    the first clause (counting from the plugin's start with --launch, from its first contact
+    otherwise), and every clause that needs a registered plugin is Blocked by this one when no
+    probe reported ready in time.
 
-    Basis: Nomad client/allocrunner/taskrunner/plugin_supervisor_hook.go (ensureSupervisorLoop):
-    Nomad probes every 5 seconds until the plugin reports ready and restarts the task, never
-    registering the plugin, when csi_plugin.health_timeout (30 seconds by default) runs out first.
-    The spec only says ready=false is for a plugin still initialising.
+    Basis: Nomad client/allocrunner/taskrunner/plugin_supervisor_hook.go (ensureSupervisorLoop,
+    supervisorLoopOnce): Probe with a 5-second timeout, again 5 seconds after each answer that is
+    not ready, under a context of csi_plugin.health_timeout from the task's start; when it runs out
+    the task is restarted ("CSI plugin failed probe") and never registered, so no volume call ever
+    reaches the plugin. The spec only says ready=false is for a plugin still initialising.
 
-    When the harness probes the plugin until it reports ready
+    When Nomad probes the plugin from its start, every 5 seconds until it is ready
     Then it reports ready within the "health" deadline

@@ -3,6 +3,9 @@ Feature: controller
   The Controller service creates and deletes volumes and attaches them to nodes. Nomad calls it
   from the client that runs the controller plugin, with a 2-minute context per call.
 
+  Background:
+    Given Nomad has found the plugin ready
+
   @CSI-CONTROLLER-CAPABILITIES @must
   Scenario: ControllerGetCapabilities succeeds
     Nomad asks for the controller's capabilities on every fingerprint.
@@ -20,7 +23,8 @@ Feature: controller
     The name is REQUIRED; a missing required field is INVALID_ARGUMENT.
 
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, CreateVolume: name is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, CreateVolume: name is REQUIRED. The level rests on the spec
+    alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls CreateVolume without a name
     Then the call fails with INVALID_ARGUMENT
@@ -31,7 +35,8 @@ Feature: controller
 
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, CreateVolume: volume_capabilities is REQUIRED (a REQUIRED
-    repeated field MUST hold at least one element).
+    repeated field MUST hold at least one element). The level rests on the spec alone: Nomad never
+    sends such a request (it fills or checks the field itself).
 
     When the harness calls CreateVolume without volume capabilities
     Then the call fails with INVALID_ARGUMENT
@@ -54,11 +59,17 @@ Feature: controller
   @CSI-CONTROLLER-CREATE-CAPACITY @must @requires-CREATE_DELETE_VOLUME
   Scenario: CreateVolume honours the capacity range
     A volume created with a capacity range has a capacity of at least required_bytes and, when
-    a limit is set, at most limit_bytes (0 means unknown).
+    a limit is set, at most limit_bytes. A plugin may have its own minimum (or maximum) volume
+    size and answer OUT_OF_RANGE outside it: then the range starts at a size it accepts
+    (GetCapacity's minimum_volume_size, or a size its error names), and the clause is skipped when
+    no such size can be found. A capacity_bytes of 0 means unknown: nothing to judge, skipped.
 
     Basis: CSI spec v1.12, CreateVolume and CapacityRange: a capacity_range that is given MUST
     always be honoured: the volume MUST be at least required_bytes and MUST not be bigger than
-    limit_bytes; a capacity_bytes of 0 means unknown.
+    limit_bytes; a capacity_bytes of 0 means unknown; CreateVolume Errors: a capacity_range the
+    plugin does not support gets 11 OUT_OF_RANGE, which is not a failure. Nomad
+    nomad/csi_endpoint.go (createVolume) records capacity_bytes as the volume's capacity; the level
+    rests on the spec alone.
 
     When the harness creates a volume with a capacity range
     Then the call succeeds
@@ -70,7 +81,10 @@ Feature: controller
 
     Basis: CSI spec v1.12, CreateVolume: the call MUST be idempotent, and a volume that already
     exists under the name and is compatible with the request MUST be answered with OK and that
-    volume.
+    volume. The level rests on the spec alone: Nomad sends CreateVolume once per request
+    (plugins/csi/client.go passes gRPC retry options, but its connection installs no retry
+    interceptor, so they retry nothing), so a repeated CreateVolume reaches the plugin only when the
+    operator repeats `nomad volume create` or another CO retries.
 
     Given the plugin has created a volume
     When the harness creates a volume with the same name and capacity again
@@ -79,11 +93,15 @@ Feature: controller
 
   @CSI-CONTROLLER-CREATE-NAME-CONFLICT @must @requires-CREATE_DELETE_VOLUME
   Scenario: CreateVolume with an existing name and an incompatible capacity is refused
-    A volume with the same name that is not compatible with the request is ALREADY_EXISTS.
+    A volume with the same name that is not compatible with the request is ALREADY_EXISTS. A
+    plugin whose first CreateVolume answered capacity_bytes 0 (unknown, as for a share on a file
+    server) cannot tell a conflict by size: the clause is skipped then.
 
     Basis: CSI spec v1.12, CreateVolume Errors: a volume that exists under the name but is
     incompatible with the requested capacity_range MUST get ALREADY_EXISTS (the table's codes are
-    ones the plugin MUST return).
+    ones the plugin MUST return). The level rests on the spec alone: any error fails `nomad volume
+    create` alike, whatever its code. An OK instead hands the operator a volume of the wrong size
+    without a word.
 
     Given the plugin has created a volume
     When the harness creates a volume with the same name and a larger capacity
@@ -111,7 +129,8 @@ Feature: controller
     is REQUIRED to support creating a volume from a snapshot (the overview's MAY is overridden by
     this field rule), while the reply's content_source is OPTIONAL; Nomad nomad/csi_endpoint.go
     (createVolume) sends the snapshot_id of the volume specification and does not read
-    content_source.
+    content_source. The level rests on the spec alone: Nomad notices nothing, and the operator gets
+    a volume without the snapshot's data.
 
     Given the plugin has created a volume
     And a file is written into the volume, when the plugin has both services
@@ -126,7 +145,8 @@ Feature: controller
     A content source that does not exist is NOT_FOUND.
 
     Basis: CSI spec v1.12, CreateVolume Errors: a volume_content_source that does not exist MUST get
-    NOT_FOUND.
+    NOT_FOUND. The level rests on the spec alone: any error fails `nomad volume create` alike,
+    whatever its code.
 
     When the harness creates a volume from a snapshot that does not exist
     Then the call fails with NOT_FOUND
@@ -139,7 +159,8 @@ Feature: controller
     Basis: CSI spec v1.12, CreateVolume (VolumeContentSource): a plugin reporting CLONE_VOLUME MUST
     support creating a volume from another volume, while the reply's content_source is OPTIONAL;
     Nomad nomad/csi_endpoint.go (createVolume) sends the clone_id of the volume specification and
-    does not read content_source.
+    does not read content_source. The level rests on the spec alone: Nomad notices nothing, and the
+    operator gets a volume without the source volume's data.
 
     Given the plugin has created a volume
     And a file is written into the volume, when the plugin has both services
@@ -153,7 +174,8 @@ Feature: controller
     A content source that does not exist is NOT_FOUND.
 
     Basis: CSI spec v1.12, CreateVolume Errors: a volume_content_source that does not exist MUST get
-    NOT_FOUND.
+    NOT_FOUND. The level rests on the spec alone: any error fails `nomad volume create` alike,
+    whatever its code.
 
     When the harness creates a volume from a volume that does not exist
     Then the call fails with NOT_FOUND
@@ -161,7 +183,8 @@ Feature: controller
   @CSI-CONTROLLER-DELETE-NO-ID @must @requires-CREATE_DELETE_VOLUME
   Scenario: DeleteVolume without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, DeleteVolume: volume_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, DeleteVolume: volume_id is REQUIRED. The level rests on the
+    spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls DeleteVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
@@ -192,30 +215,35 @@ Feature: controller
   @CSI-CONTROLLER-VALIDATE-NO-ID @must
   Scenario: ValidateVolumeCapabilities without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, ValidateVolumeCapabilities: volume_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, ValidateVolumeCapabilities: volume_id is REQUIRED. The level
+    rests on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls ValidateVolumeCapabilities without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-CONTROLLER-VALIDATE-NO-CAPABILITIES @must @requires-CREATE_DELETE_VOLUME
+  @CSI-CONTROLLER-VALIDATE-NO-CAPABILITIES @must @requires-volume
   Scenario: ValidateVolumeCapabilities without capabilities is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, ValidateVolumeCapabilities: volume_capabilities is REQUIRED (a
-    REQUIRED repeated field MUST hold at least one element).
+    REQUIRED repeated field MUST hold at least one element). The level rests on the spec alone:
+    Nomad never sends such a request (it fills or checks the field itself).
 
     Given the plugin has created a volume
     When the harness calls ValidateVolumeCapabilities without volume capabilities
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-CONTROLLER-VALIDATE @must @requires-CREATE_DELETE_VOLUME
+  @CSI-CONTROLLER-VALIDATE @must @requires-volume
   Scenario: ValidateVolumeCapabilities confirms the capabilities a volume was created with
-    Nomad calls it when a volume is registered and compares what is confirmed with what it asked.
+    Nomad calls it when a volume is registered: when the plugin confirms capabilities, each one
+    Nomad asked for must be among them (its access mode, block or mount, fs_type, and every mount
+    flag); capabilities confirmed beside it do not matter.
 
     Basis: CSI spec v1.12, ValidateVolumeCapabilities: a Controller Plugin MUST implement it, and
     SHALL set confirmed only if every requested capability is supported (confirmed itself is
     OPTIONAL); Nomad nomad/csi_endpoint.go (controllerValidateVolume): an error fails `nomad volume
-    register`, while plugins/csi/client.go (ControllerValidateCapabilities) accepts a reply without
-    confirmed and rejects only confirmed capabilities that differ from the request.
+    register`, while plugins/csi/client.go (ControllerValidateCapabilities, compareCapabilities)
+    accepts a reply without confirmed and otherwise needs each requested capability matched by one
+    confirmed capability, failing when none matches and one differs.
 
     Given the plugin has created a volume
     When the harness validates the volume's own capabilities
@@ -225,7 +253,8 @@ Feature: controller
   @CSI-CONTROLLER-VALIDATE-UNKNOWN @must
   Scenario: ValidateVolumeCapabilities of a volume that does not exist is refused
     Basis: CSI spec v1.12, ValidateVolumeCapabilities Errors: a volume that does not exist MUST get
-    NOT_FOUND.
+    NOT_FOUND. The level rests on the spec alone: an OK lets `nomad volume register` register a
+    volume that does not exist, and the first claim of it fails instead.
 
     When the harness validates the capabilities of a volume that does not exist
     Then the call fails with NOT_FOUND
@@ -233,24 +262,28 @@ Feature: controller
   @CSI-CONTROLLER-PUBLISH-NO-VOLUME-ID @must @requires-PUBLISH_UNPUBLISH_VOLUME
   Scenario: ControllerPublishVolume without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, ControllerPublishVolume: volume_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, ControllerPublishVolume: volume_id is REQUIRED. The level
+    rests on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls ControllerPublishVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-CONTROLLER-PUBLISH-NO-NODE-ID @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-CONTROLLER-PUBLISH-NO-NODE-ID @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-volume
   Scenario: ControllerPublishVolume without a node ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, ControllerPublishVolume: node_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, ControllerPublishVolume: node_id is REQUIRED. The level rests
+    on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     Given the plugin has created a volume
     When the harness calls ControllerPublishVolume without a node ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-CONTROLLER-PUBLISH-NO-CAPABILITY @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-CONTROLLER-PUBLISH-NO-CAPABILITY @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-volume
   Scenario: ControllerPublishVolume without a volume capability is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, ControllerPublishVolume: volume_capability is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, ControllerPublishVolume: volume_capability is REQUIRED. The
+    level rests on the spec alone: Nomad never sends such a request (it fills or checks the field
+    itself).
 
     Given the plugin has created a volume
     When the harness calls ControllerPublishVolume without a volume capability
@@ -259,21 +292,23 @@ Feature: controller
   @CSI-CONTROLLER-PUBLISH-UNKNOWN-VOLUME @must @requires-PUBLISH_UNPUBLISH_VOLUME
   Scenario: ControllerPublishVolume of a volume that does not exist is refused
     Basis: CSI spec v1.12, ControllerPublishVolume Errors: a volume that does not exist MUST get
-    NOT_FOUND.
+    NOT_FOUND. The level rests on the spec alone: Nomad publishes only volumes registered with it,
+    to nodes whose plugin reported their ID, and fails the claim on any error alike.
 
     When the harness publishes a volume that does not exist to the node
     Then the call fails with NOT_FOUND
 
-  @CSI-CONTROLLER-PUBLISH-UNKNOWN-NODE @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-CONTROLLER-PUBLISH-UNKNOWN-NODE @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-volume
   Scenario: ControllerPublishVolume to a node that does not exist is refused
     Basis: CSI spec v1.12, ControllerPublishVolume Errors: a node that does not exist MUST get
-    NOT_FOUND.
+    NOT_FOUND. The level rests on the spec alone: Nomad publishes only volumes registered with it,
+    to nodes whose plugin reported their ID, and fails the claim on any error alike.
 
     Given the plugin has created a volume
     When the harness publishes the volume to a node that does not exist
     Then the call fails with NOT_FOUND
 
-  @CSI-CONTROLLER-PUBLISH-IDEMPOTENT @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-CONTROLLER-PUBLISH-IDEMPOTENT @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-volume
   Scenario: ControllerPublishVolume is idempotent
     Publishing a volume again to the same node with the same capability succeeds with the same
     publish context.
@@ -290,7 +325,7 @@ Feature: controller
     Then the call succeeds
     And the publish context is the same as the first time
 
-  @CSI-CONTROLLER-PUBLISH-INCOMPATIBLE @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-CONTROLLER-PUBLISH-INCOMPATIBLE @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-volume
   Scenario: ControllerPublishVolume again with an incompatible capability is refused
     A volume already published to the node with another read-only setting is ALREADY_EXISTS. A
     plugin without the PUBLISH_READONLY capability may instead refuse readonly=true as an invalid
@@ -298,6 +333,7 @@ Feature: controller
 
     Basis: CSI spec v1.12, ControllerPublishVolume Errors: a volume already published to the node
     but incompatible with the requested volume_capability or readonly flag MUST get ALREADY_EXISTS.
+    The level rests on the spec alone: Nomad fails the claim on any error alike, whatever its code.
 
     Given the plugin has created a volume
     And the plugin has published the volume to the node
@@ -308,12 +344,13 @@ Feature: controller
   Scenario: ControllerUnpublishVolume without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, ControllerUnpublishVolume: volume_id is REQUIRED (node_id is
-    OPTIONAL).
+    OPTIONAL). The level rests on the spec alone: Nomad never sends such a request (it fills or
+    checks the field itself).
 
     When the harness calls ControllerUnpublishVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-CONTROLLER-UNPUBLISH-IDEMPOTENT @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-CONTROLLER-UNPUBLISH-IDEMPOTENT @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-volume
   Scenario: ControllerUnpublishVolume of a volume that is not published succeeds
     A volume that is not attached counts as unpublished: OK, or NOT_FOUND, which Nomad takes as
     done.
@@ -331,7 +368,9 @@ Feature: controller
   @CSI-CONTROLLER-LIST @must @requires-LIST_VOLUMES @requires-CREATE_DELETE_VOLUME
   Scenario: ListVolumes shows new volumes and not deleted ones
     Basis: CSI spec v1.12, ListVolumes: the plugin SHALL return every volume it knows about, and a
-    deleted volume is no longer one.
+    deleted volume is no longer one. The level rests on the spec alone: Nomad lists a plugin's
+    volumes only to show them to the operator (nomad/csi_endpoint.go, ListExternal); no claim
+    depends on the answer.
 
     Given the plugin has created a volume
     When the harness lists every volume
@@ -344,7 +383,9 @@ Feature: controller
   Scenario: ListVolumes honours max_entries and next_token
     Basis: CSI spec v1.12, ListVolumes: with a non-zero max_entries the plugin MUST NOT return more
     entries and MUST set next_token while more remain; the CO MAY see duplicates or gaps only while
-    volumes are created or deleted during the walk.
+    volumes are created or deleted during the walk. The level rests on the spec alone: Nomad lists a
+    plugin's volumes only to show them to the operator (nomad/csi_endpoint.go, ListExternal); no
+    claim depends on the answer.
 
     Given the plugin has created 3 volumes
     When the harness lists the volumes one page of 1 at a time
@@ -356,6 +397,8 @@ Feature: controller
     An invalid starting_token is ABORTED.
 
     Basis: CSI spec v1.12, ListVolumes Errors: a starting_token that is not valid MUST get ABORTED.
+    The level rests on the spec alone: Nomad lists a plugin's volumes only to show them to the
+    operator (nomad/csi_endpoint.go, ListExternal); no claim depends on the answer.
 
     When the harness lists volumes from an invalid starting token
     Then the call fails with ABORTED
@@ -363,7 +406,8 @@ Feature: controller
   @CSI-CONTROLLER-GET-CAPACITY @must @requires-GET_CAPACITY
   Scenario: GetCapacity succeeds
     Basis: CSI spec v1.12, GetCapacity: a plugin with GET_CAPACITY MUST implement it, and
-    available_capacity MUST NOT be negative.
+    available_capacity MUST NOT be negative. The level rests on the spec alone: Nomad never calls
+    GetCapacity.
 
     When the harness calls GetCapacity
     Then the call succeeds
@@ -375,7 +419,8 @@ Feature: controller
     went wrong.
 
     Basis: CSI spec v1.12, Error Scheme: a status that is not OK MUST carry a human-readable
-    message, and its details MUST be empty.
+    message, and its details MUST be empty. The level rests on the spec alone: Nomad reads only an
+    error's code and message.
 
     When the harness calls CreateVolume without a name
     Then the call fails with INVALID_ARGUMENT

@@ -4,6 +4,9 @@ Feature: node
   Nomad's staging directory, NodePublishVolume once per allocation into its per-allocation
   target, and the reverse when allocations stop.
 
+  Background:
+    Given Nomad has found the plugin ready
+
   @CSI-NODE-CAPABILITIES @must
   Scenario: NodeGetCapabilities succeeds
     Nomad asks for the node's capabilities on every fingerprint, and latches STAGE_UNSTAGE_VOLUME
@@ -29,6 +32,7 @@ Feature: node
     every node plugin: an empty node_id fails the fingerprint (fingerprint.go,
     buildBasicFingerprint), so the node plugin never becomes healthy, and a negative limit makes
     scheduler/feasible/feasible.go (CSIVolumeChecker.isFeasible) reject every volume on the node.
+    Nomad asks NodeGetInfo once, on the first fingerprint that succeeds, and keeps its answer.
 
     When the harness calls NodeGetInfo
     Then the call succeeds
@@ -39,32 +43,35 @@ Feature: node
   @CSI-NODE-STAGE-NO-VOLUME-ID @must @requires-node-STAGE_UNSTAGE_VOLUME
   Scenario: NodeStageVolume without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: volume_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: volume_id is REQUIRED. The level rests on the
+    spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls NodeStageVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-STAGE-NO-PATH @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-STAGE-NO-PATH @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume
   Scenario: NodeStageVolume without a staging path is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: staging_target_path is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: staging_target_path is REQUIRED. The level
+    rests on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     Given the plugin has created a volume
     And the volume is published to the node
     When the harness calls NodeStageVolume without a staging target path
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-STAGE-NO-CAPABILITY @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-STAGE-NO-CAPABILITY @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume
   Scenario: NodeStageVolume without a volume capability is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: volume_capability is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodeStageVolume: volume_capability is REQUIRED. The level
+    rests on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     Given the plugin has created a volume
     And the volume is published to the node
     When the harness calls NodeStageVolume without a volume capability
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-STAGE-IDEMPOTENT @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-STAGE-IDEMPOTENT @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume
   Scenario: NodeStageVolume is idempotent
     Staging a volume again at the same path with the same capability succeeds.
 
@@ -82,21 +89,23 @@ Feature: node
   @CSI-NODE-UNSTAGE-NO-VOLUME-ID @must @requires-node-STAGE_UNSTAGE_VOLUME
   Scenario: NodeUnstageVolume without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodeUnstageVolume: volume_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodeUnstageVolume: volume_id is REQUIRED. The level rests on
+    the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls NodeUnstageVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-UNSTAGE-NO-PATH @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-UNSTAGE-NO-PATH @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume
   Scenario: NodeUnstageVolume without a staging path is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodeUnstageVolume: staging_target_path is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodeUnstageVolume: staging_target_path is REQUIRED. The level
+    rests on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     Given the plugin has created a volume
     When the harness calls NodeUnstageVolume without a staging target path
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-UNSTAGE-IDEMPOTENT @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-UNSTAGE-IDEMPOTENT @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume
   Scenario: NodeUnstageVolume of a volume that is not staged succeeds
     OK, or NOT_FOUND, which Nomad takes as done.
 
@@ -113,15 +122,17 @@ Feature: node
   @CSI-NODE-PUBLISH-NO-VOLUME-ID @must
   Scenario: NodePublishVolume without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: volume_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: volume_id is REQUIRED. The level rests on
+    the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls NodePublishVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-PUBLISH-NO-TARGET @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-PUBLISH-NO-TARGET @must @requires-volume
   Scenario: NodePublishVolume without a target path is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: target_path is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: target_path is REQUIRED. The level rests on
+    the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -129,10 +140,11 @@ Feature: node
     When the harness calls NodePublishVolume without a target path
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-PUBLISH-NO-CAPABILITY @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-PUBLISH-NO-CAPABILITY @must @requires-volume
   Scenario: NodePublishVolume without a volume capability is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: volume_capability is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodePublishVolume: volume_capability is REQUIRED. The level
+    rests on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -140,7 +152,7 @@ Feature: node
     When the harness calls NodePublishVolume without a volume capability
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-PUBLISH-NEEDS-STAGING @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-PUBLISH-NEEDS-STAGING @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume
   Scenario: NodePublishVolume without a staging path is refused when the plugin stages
     A plugin that advertises STAGE_UNSTAGE_VOLUME must refuse a publish with an empty
     staging_target_path: the NodePublishVolume error table names FAILED_PRECONDITION, and since the
@@ -150,7 +162,8 @@ Feature: node
     Basis: CSI spec v1.12, NodePublishVolume Errors: a plugin with STAGE_UNSTAGE_VOLUME that gets no
     staging_target_path MUST return FAILED_PRECONDITION; CSI spec v1.12, NodePublishVolume and Error
     Scheme: the field MUST be set for such a plugin and a missing required field MUST get
-    INVALID_ARGUMENT, so either code is a correct refusal.
+    INVALID_ARGUMENT, so either code is a correct refusal. The level rests on the spec alone: Nomad
+    always sends the staging path to a node plugin that stages.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -158,7 +171,7 @@ Feature: node
     When the harness publishes the volume for an allocation without a staging path
     Then the call fails with FAILED_PRECONDITION or INVALID_ARGUMENT
 
-  @CSI-NODE-PUBLISH-MOUNTS @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-PUBLISH-MOUNTS @must @requires-volume
   Scenario: NodePublishVolume makes the volume writable at the target path
     Nomad bind-mounts the target path into the allocation's tasks: after NodePublishVolume it must
     hold the volume, writable, and a file written there must be there again at a new target after
@@ -184,10 +197,12 @@ Feature: node
     Then the call succeeds
     And the new target path holds the file written at the first
 
-  @CSI-NODE-PUBLISH-IDEMPOTENT @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-PUBLISH-IDEMPOTENT @must @requires-volume
   Scenario: NodePublishVolume is idempotent
     Basis: CSI spec v1.12, NodePublishVolume: the call MUST be idempotent, and a volume already
-    published at the target path with a compatible capability and readonly flag MUST get OK.
+    published at the target path with a compatible capability and readonly flag MUST get OK. The
+    level rests on the spec alone: Nomad does not publish again at a target that is already a mount
+    point (client/pluginmanager/csimanager/volume.go, publishVolume).
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -196,23 +211,28 @@ Feature: node
     When the harness publishes the volume for the same allocation again
     Then the call succeeds
 
-  @CSI-NODE-PUBLISH-READONLY @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-PUBLISH-READONLY @must @requires-volume
   Scenario: a read-only publish is read-only
-    A task that claims a volume read-only must not be able to write to it.
+    A task that claims a volume read-only must not be able to write to it. The claim is made as
+    Nomad makes a read claim: ControllerPublishVolume with readonly = true, NodeStageVolume at its
+    own ro- staging path, NodePublishVolume with readonly = true.
 
     Basis: CSI spec v1.12, NodePublishVolume: readonly is REQUIRED and, when true, the SP MUST
-    publish the volume read-only; Nomad client/allocrunner/taskrunner/volume_hook.go
+    publish the volume read-only; Nomad nomad/csi_endpoint.go (Claim) sends readonly = true in
+    ControllerPublishVolume for a read claim (even to a plugin without PUBLISH_READONLY, which may
+    refuse it: then the clause is skipped), client/pluginmanager/csimanager/volume.go stages it at
+    the claim's ro- usage path, and client/allocrunner/taskrunner/volume_hook.go
     (prepareCSIVolumes) also bind-mounts a read claim read-only into the tasks, so for file-system
     volumes the level rests on the spec, not on a Nomad failure.
 
     Given the plugin has created a volume
-    And the volume is published to the node
-    And the volume is staged for the node
+    And the volume is published to the node read-only
+    And the volume is staged for the node read-only
     When the harness publishes the volume read-only for an allocation
     Then the call succeeds
     And the target path refuses writes
 
-  @CSI-NODE-PUBLISH-SECOND-TARGET @should @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-PUBLISH-SECOND-TARGET @should @requires-volume
   Scenario: a single-node-writer volume cannot be published at a second target
     A volume with a non-MULTI_NODE access mode published at one target path and requested at a
     different one should get FAILED_PRECONDITION: the spec's table of second-publish answers is a
@@ -234,21 +254,23 @@ Feature: node
   @CSI-NODE-UNPUBLISH-NO-VOLUME-ID @must
   Scenario: NodeUnpublishVolume without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodeUnpublishVolume: volume_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodeUnpublishVolume: volume_id is REQUIRED. The level rests on
+    the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls NodeUnpublishVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-UNPUBLISH-NO-TARGET @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-UNPUBLISH-NO-TARGET @must @requires-volume
   Scenario: NodeUnpublishVolume without a target path is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodeUnpublishVolume: target_path is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodeUnpublishVolume: target_path is REQUIRED. The level rests
+    on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     Given the plugin has created a volume
     When the harness calls NodeUnpublishVolume without a target path
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-UNPUBLISH-REMOVES-TARGET @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-UNPUBLISH-REMOVES-TARGET @must @requires-volume
   Scenario: NodeUnpublishVolume unmounts and removes the target
     The plugin must undo what NodePublishVolume did: nothing stays mounted at the target path
     and the target it created is gone.
@@ -268,7 +290,7 @@ Feature: node
     And the target path is no longer mounted
     And the target path is gone
 
-  @CSI-NODE-UNPUBLISH-IDEMPOTENT @must @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-UNPUBLISH-IDEMPOTENT @must @requires-volume
   Scenario: NodeUnpublishVolume of a target that is not published succeeds
     NodeUnpublishVolume MUST be idempotent: Nomad calls it again after any failure. OK, or
     NOT_FOUND (a node plugin that keeps no record of the volume cannot tell it from one that does
@@ -286,15 +308,17 @@ Feature: node
   @CSI-NODE-STATS-NO-VOLUME-ID @must @requires-node-GET_VOLUME_STATS
   Scenario: NodeGetVolumeStats without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodeGetVolumeStats: volume_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodeGetVolumeStats: volume_id is REQUIRED. The level rests on
+    the spec alone: Nomad never calls NodeGetVolumeStats.
 
     When the harness calls NodeGetVolumeStats without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-STATS-NO-PATH @must @requires-node-GET_VOLUME_STATS @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-STATS-NO-PATH @must @requires-node-GET_VOLUME_STATS @requires-volume
   Scenario: NodeGetVolumeStats without a volume path is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, NodeGetVolumeStats: volume_path is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, NodeGetVolumeStats: volume_path is REQUIRED. The level rests
+    on the spec alone: Nomad never calls NodeGetVolumeStats.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -306,18 +330,20 @@ Feature: node
   @CSI-NODE-STATS-UNKNOWN-VOLUME @must @requires-node-GET_VOLUME_STATS
   Scenario: NodeGetVolumeStats of a volume that does not exist is refused
     Basis: CSI spec v1.12, NodeGetVolumeStats Errors: a volume that does not exist on the given
-    volume_path MUST get NOT_FOUND.
+    volume_path MUST get NOT_FOUND. The level rests on the spec alone: Nomad never calls
+    NodeGetVolumeStats.
 
     When the harness asks for the stats of a volume that does not exist
     Then the call fails with NOT_FOUND
 
-  @CSI-NODE-STATS-WRONG-PATH @must @requires-node-GET_VOLUME_STATS @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-STATS-WRONG-PATH @must @requires-node-GET_VOLUME_STATS @requires-volume
   Scenario: NodeGetVolumeStats of a volume at a path where it is not published is refused
     The volume exists and is published, but not at the path asked about: NOT_FOUND, not the
     usage of whatever lives at that path.
 
     Basis: CSI spec v1.12, NodeGetVolumeStats Errors: a volume that does not exist on the given
-    volume_path MUST get NOT_FOUND, even when it is published elsewhere.
+    volume_path MUST get NOT_FOUND, even when it is published elsewhere. The level rests on the spec
+    alone: Nomad never calls NodeGetVolumeStats.
 
     Given the plugin has created a volume
     And the volume is published to the node
@@ -326,11 +352,12 @@ Feature: node
     When the harness asks for the stats of the volume at a path where it is not published
     Then the call fails with NOT_FOUND
 
-  @CSI-NODE-STATS @must @requires-node-GET_VOLUME_STATS @requires-CREATE_DELETE_VOLUME
+  @CSI-NODE-STATS @must @requires-node-GET_VOLUME_STATS @requires-volume
   Scenario: NodeGetVolumeStats reports usage of a published volume
     Basis: CSI spec v1.12, NodeGetVolumeStats: a plugin with GET_VOLUME_STATS MUST implement it;
     usage is OPTIONAL, but in each VolumeUsage total and unit are REQUIRED and available, total and
-    used MUST NOT be negative.
+    used MUST NOT be negative. The level rests on the spec alone: Nomad never calls
+    NodeGetVolumeStats.
 
     Given the plugin has created a volume
     And the volume is published to the node

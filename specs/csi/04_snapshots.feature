@@ -3,10 +3,14 @@ Feature: snapshots
   Nomad creates, lists and deletes snapshots (`nomad volume snapshot`) through the Controller
   service when the plugin advertises CREATE_DELETE_SNAPSHOT and LIST_SNAPSHOTS.
 
+  Background:
+    Given Nomad has found the plugin ready
+
   @CSI-SNAPSHOT-CREATE-NO-NAME @must @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: CreateSnapshot without a name is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, CreateSnapshot: name is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, CreateSnapshot: name is REQUIRED. The level rests on the spec
+    alone: Nomad never sends such a request (it fills or checks the field itself).
 
     Given the plugin has created a volume
     When the harness calls CreateSnapshot without a name
@@ -15,7 +19,8 @@ Feature: snapshots
   @CSI-SNAPSHOT-CREATE-NO-SOURCE @must @requires-CREATE_DELETE_SNAPSHOT
   Scenario: CreateSnapshot without a source volume is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, CreateSnapshot: source_volume_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, CreateSnapshot: source_volume_id is REQUIRED. The level rests
+    on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls CreateSnapshot without a source volume ID
     Then the call fails with INVALID_ARGUMENT
@@ -25,7 +30,8 @@ Feature: snapshots
     Basis: CSI spec v1.12, CreateSnapshot: the response's snapshot is REQUIRED, and its snapshot_id,
     source_volume_id and creation_time are REQUIRED; Nomad plugins/csi/client.go
     (ControllerCreateSnapshot) reports the ID, the source and the creation time to the user of
-    `nomad volume snapshot create`.
+    `nomad volume snapshot create`. The level rests on the spec alone: Nomad only shows what the
+    reply says.
 
     Given the plugin has created a volume
     When the harness creates a snapshot of the volume
@@ -36,7 +42,8 @@ Feature: snapshots
   Scenario: CreateSnapshot with an existing name and the same source returns the same snapshot
     Basis: CSI spec v1.12, CreateSnapshot: the call MUST be idempotent, and a snapshot already cut
     and ready under the name MUST be answered with OK and that snapshot (one still being processed
-    SHOULD be answered with OK and ready_to_use false).
+    SHOULD be answered with OK and ready_to_use false). The level rests on the spec alone: Nomad
+    sends CreateSnapshot once per `nomad volume snapshot create`, and any error fails it alike.
 
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
@@ -47,7 +54,8 @@ Feature: snapshots
   @CSI-SNAPSHOT-CREATE-NAME-CONFLICT @must @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: CreateSnapshot with an existing name and another source is refused
     Basis: CSI spec v1.12, CreateSnapshot Errors: a snapshot that exists under the name but for
-    another source volume MUST get ALREADY_EXISTS.
+    another source volume MUST get ALREADY_EXISTS. The level rests on the spec alone: Nomad sends
+    CreateSnapshot once per `nomad volume snapshot create`, and any error fails it alike.
 
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
@@ -69,7 +77,8 @@ Feature: snapshots
   @CSI-SNAPSHOT-DELETE-NO-ID @must @requires-CREATE_DELETE_SNAPSHOT
   Scenario: DeleteSnapshot without a snapshot ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, DeleteSnapshot: snapshot_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, DeleteSnapshot: snapshot_id is REQUIRED. The level rests on
+    the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
     When the harness calls DeleteSnapshot without a snapshot ID
     Then the call fails with INVALID_ARGUMENT
@@ -87,7 +96,9 @@ Feature: snapshots
   Scenario: ListSnapshots shows new snapshots
     Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return every snapshot on the storage
     system within the request's parameters, however it was created; Nomad nomad/csi_endpoint.go
-    (ListSnapshots) lists them, unfiltered, for `nomad volume snapshot list`.
+    (ListSnapshots) lists them, unfiltered, for `nomad volume snapshot list`. The level rests on the
+    spec alone: Nomad lists snapshots, unfiltered, only to show them (`nomad volume snapshot list`);
+    no claim depends on the answer.
 
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
@@ -97,7 +108,9 @@ Feature: snapshots
   @CSI-SNAPSHOT-LIST-BY-ID @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: ListSnapshots filtered by snapshot ID returns that snapshot only
     Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return the snapshots within the request's
-    parameters, and a snapshot_id narrows the list to that one snapshot.
+    parameters, and a snapshot_id narrows the list to that one snapshot. The level rests on the spec
+    alone: Nomad lists snapshots, unfiltered, only to show them (`nomad volume snapshot list`); no
+    claim depends on the answer.
 
     Given the plugin has created a volume
     And the plugin has created 2 snapshots of the volume
@@ -110,7 +123,8 @@ Feature: snapshots
 
     Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return the snapshots within the request's
     parameters; a snapshot_id that matches none gives an empty list, and the spec defines no error
-    for it.
+    for it. The level rests on the spec alone: Nomad lists snapshots, unfiltered, only to show them
+    (`nomad volume snapshot list`); no claim depends on the answer.
 
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
@@ -121,7 +135,9 @@ Feature: snapshots
   @CSI-SNAPSHOT-LIST-BY-SOURCE @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: ListSnapshots filtered by source volume returns that volume's snapshots only
     Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return the snapshots within the request's
-    parameters, and a source_volume_id narrows the list to that volume's snapshots.
+    parameters, and a source_volume_id narrows the list to that volume's snapshots. The level rests
+    on the spec alone: Nomad lists snapshots, unfiltered, only to show them (`nomad volume snapshot
+    list`); no claim depends on the answer.
 
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
@@ -137,7 +153,8 @@ Feature: snapshots
 
     Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return the snapshots within the request's
     parameters; a source_volume_id that matches none gives an empty list, and the spec defines no
-    error for it.
+    error for it. The level rests on the spec alone: Nomad lists snapshots, unfiltered, only to show
+    them (`nomad volume snapshot list`); no claim depends on the answer.
 
     Given the plugin has created a volume
     And the plugin has created a snapshot of the volume
@@ -149,7 +166,9 @@ Feature: snapshots
   Scenario: ListSnapshots honours max_entries and next_token
     Basis: CSI spec v1.12, ListSnapshots: with a non-zero max_entries the plugin MUST NOT return
     more entries and MUST set next_token while more remain; the CO MAY see duplicates or gaps only
-    while snapshots are created or deleted during the walk.
+    while snapshots are created or deleted during the walk. The level rests on the spec alone: Nomad
+    lists snapshots, unfiltered, only to show them (`nomad volume snapshot list`); no claim depends
+    on the answer.
 
     Given the plugin has created a volume
     And the plugin has created 3 snapshots of the volume
@@ -160,7 +179,8 @@ Feature: snapshots
   @CSI-SNAPSHOT-LIST-BAD-TOKEN @must @requires-LIST_SNAPSHOTS
   Scenario: ListSnapshots with an invalid starting token is refused
     Basis: CSI spec v1.12, ListSnapshots Errors: a starting_token that is not valid MUST get
-    ABORTED.
+    ABORTED. The level rests on the spec alone: Nomad lists snapshots, unfiltered, only to show them
+    (`nomad volume snapshot list`); no claim depends on the answer.
 
     When the harness lists snapshots from an invalid starting token
     Then the call fails with ABORTED
@@ -168,7 +188,8 @@ Feature: snapshots
   @CSI-SNAPSHOT-GET-NO-ID @must @requires-GET_SNAPSHOT
   Scenario: GetSnapshot without a snapshot ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, GetSnapshot: snapshot_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, GetSnapshot: snapshot_id is REQUIRED. The level rests on the
+    spec alone: Nomad never calls GetSnapshot.
 
     When the harness calls GetSnapshot without a snapshot ID
     Then the call fails with INVALID_ARGUMENT
@@ -179,7 +200,8 @@ Feature: snapshots
 
     Basis: CSI spec v1.12, GetSnapshot: a plugin with GET_SNAPSHOT MUST implement it, and the
     REQUIRED snapshot of its reply is the one the request's snapshot_id names, with its REQUIRED
-    source_volume_id and creation_time.
+    source_volume_id and creation_time. The level rests on the spec alone: Nomad never calls
+    GetSnapshot.
 
     Given the plugin has created a volume
     And the plugin has created 3 snapshots of the volume
@@ -190,6 +212,7 @@ Feature: snapshots
   @CSI-SNAPSHOT-GET-UNKNOWN @must @requires-GET_SNAPSHOT
   Scenario: GetSnapshot of a snapshot that does not exist is refused
     Basis: CSI spec v1.12, GetSnapshot Errors: a snapshot that does not exist MUST get NOT_FOUND.
+    The level rests on the spec alone: Nomad never calls GetSnapshot.
 
     When the harness gets a snapshot that does not exist
     Then the call fails with NOT_FOUND

@@ -2,10 +2,16 @@
 Feature: nomad
   How Nomad itself drives a CSI plugin: the claim sequence when an allocation starts, the release
   sequence when it stops, with Nomad's staging and per-allocation path layout, two allocations
-  sharing a volume on one node, Nomad's tolerance of NOT_FOUND on release, the per-node volume
-  limit, concurrent creates, and repeated lifecycles.
+  sharing a volume on one node, a read claim beside a write claim, Nomad's tolerance of NOT_FOUND
+  on release, the per-node volume limit, topology, deleting a volume in use, concurrent creates,
+  and repeated lifecycles. A plugin whose controller cannot create volumes (no
+  CREATE_DELETE_VOLUME) is claimed through the volumes given with --volume, as `nomad volume
+  register` registers them.
 
-  @CSI-NOMAD-CLAIM @must @requires-node @requires-CREATE_DELETE_VOLUME
+  Background:
+    Given Nomad has found the plugin ready
+
+  @CSI-NOMAD-CLAIM @must @requires-node @requires-volume
   Scenario: the claim sequence gives the allocation the volume
     Nomad calls ControllerPublishVolume (when the controller publishes) with the node ID from
     NodeGetInfo, then NodeStageVolume at <base>/staging/<namespace>/<volume>/<usage> (when the node
@@ -24,7 +30,7 @@ Feature: nomad
     Then every call of the claim succeeds
     And the allocation's target path is a writable directory
 
-  @CSI-NOMAD-KEEPS-DATA @must @requires-node @requires-CREATE_DELETE_VOLUME
+  @CSI-NOMAD-KEEPS-DATA @must @requires-node @requires-volume
   Scenario: a volume keeps its data from one claim to the next
     What an allocation writes at its target path is there for the next allocation that claims the
     volume, after the first one's release (unpublish, unstage, controller unpublish). Nothing is
@@ -45,11 +51,11 @@ Feature: nomad
     Then every call of the claim succeeds
     And the new allocation's target path holds the file the first wrote
 
-  @CSI-NOMAD-RELEASE @must @requires-node @requires-CREATE_DELETE_VOLUME
+  @CSI-NOMAD-RELEASE @must @requires-node @requires-volume
   Scenario: the release sequence undoes the claim
     Once the allocation stops, Nomad calls NodeUnpublishVolume, NodeUnstageVolume (when no other
-    allocation on the node uses the volume) and ControllerUnpublishVolume; afterwards nothing of
-    the claim is mounted and the volume can be deleted.
+    allocation on the node uses the volume) and ControllerUnpublishVolume, which carries no
+    secrets; afterwards nothing of the claim is mounted and the volume can be deleted.
 
     Basis: CSI spec v1.12, NodeUnpublishVolume and NodeUnstageVolume: each MUST undo the work of its
     counterpart; CSI spec v1.12, DeleteVolume: the plugin MUST implement it, and its error table
@@ -58,7 +64,9 @@ Feature: nomad
     when Nomad removes it, stops the release before NodeUnstageVolume and
     client/allocrunner/csi_hook.go (unmountWithRetry) retries it for up to 24 hours, and
     nomad/csi_endpoint.go (controllerUnpublishVolume): a failed ControllerUnpublishVolume keeps the
-    claim, so the volume can be neither claimed elsewhere nor deleted.
+    claim, so the volume can be neither claimed elsewhere nor deleted; client/structs/csi.go
+    (ClientCSIControllerDetachVolumeRequest.ToCSIRequest) copies only the volume and node IDs into
+    that request, so a plugin that needs secrets to detach can never release a claim.
 
     Given the plugin has created a volume
     And Nomad has claimed the volume for an allocation
@@ -67,7 +75,7 @@ Feature: nomad
     And nothing stays mounted under the staging and allocation directories
     And the volume can be deleted
 
-  @CSI-NOMAD-RELEASE-AGAIN @must @requires-node @requires-CREATE_DELETE_VOLUME
+  @CSI-NOMAD-RELEASE-AGAIN @must @requires-node @requires-volume
   Scenario: releasing again succeeds or reports NOT_FOUND
     Nomad retries a release after any failure and treats NOT_FOUND from NodeUnpublishVolume,
     NodeUnstageVolume and ControllerUnpublishVolume as success; any other error keeps the
@@ -162,7 +170,7 @@ Feature: nomad
     When the harness runs the full volume lifecycle repeatedly
     Then every step of every round succeeds
 
-  @CSI-NOMAD-RESTART @must @requires-node @requires-launch @requires-CREATE_DELETE_VOLUME @serial
+  @CSI-NOMAD-RESTART @must @requires-node @requires-launch @requires-volume @serial
   Scenario: the plugin keeps its volumes and claims across a restart
     Nomad restarts a plugin task that crashes or fails its start-up probes and carries on with the
     volumes and claims it knew about: the restarted plugin must still know them.
@@ -183,3 +191,73 @@ Feature: nomad
     And Nomad releases the volume for the allocation
     Then every call of the release succeeds
     And the volume can be deleted
+
+  @CSI-NOMAD-READ-BESIDE-WRITE @must @requires-node @requires-CREATE_DELETE_VOLUME
+  Scenario: a read claim beside a write claim on the node
+    A multi-node-single-writer volume has one writer and any number of readers. A read claim on a
+    node where a write claim already holds the volume is made as Nomad makes every read claim:
+    ControllerPublishVolume again with readonly = true, NodeStageVolume at its own
+    ro-file-system-multi-node-single-writer staging path, NodePublishVolume with readonly = true.
+    Every call must succeed; the reader sees what the writer writes and cannot write itself; once
+    the reader is released (its ro- path unstaged, the controller publication kept for the
+    writer), the writer still writes.
+
+    Basis: CSI spec v1.12, NodePublishVolume: with readonly = true the SP MUST publish the volume
+    read-only; CSI spec v1.12, ControllerPublishVolume: only a publication incompatible with the
+    request gets ALREADY_EXISTS, and a read-write attachment of a multi-node volume serves a
+    read-only use; Nomad nomad/structs/csi.go (claimRead, HasFreeReadClaims) admits read claims
+    beside the writer of a multi-node-single-writer volume, nomad/csi_endpoint.go (Claim) sends
+    ControllerPublishVolume for every claim, client/pluginmanager/csimanager/volume.go
+    (stageVolume, publishVolume) stages at the claim's own usage path, and a refused call fails
+    the reader's allocation in client/allocrunner/csi_hook.go (Prerun): the reader cannot run on a
+    node where the writer runs. Nomad also sends readonly = true to a plugin without
+    PUBLISH_READONLY, which the spec lets refuse it: then the clause is skipped, saying so.
+
+    Given the plugin has created a multi-node-single-writer volume
+    And Nomad has claimed the volume for an allocation
+    When Nomad claims the volume read-only for a second allocation on the node
+    Then every call of the claim succeeds
+    And the second allocation sees what the first writes, and cannot write
+    When Nomad releases the volume for the read-only allocation
+    Then the first allocation can still write to the volume
+
+  @CSI-NOMAD-TOPOLOGY @must @requires-node @requires-CREATE_DELETE_VOLUME
+  Scenario: a created volume is reachable from the node by its topology
+    If CreateVolume answers an accessible_topology, Nomad's scheduler places a claim of the
+    volume only on a node whose NodeGetInfo accessible_topology has every segment of one of those
+    topologies, with the same value. A plugin reporting topologies its nodes do not match makes
+    volumes no allocation can ever use. Nomad sends accessibility_requirements present and empty
+    unless the volume specification names topologies, so the plugin chooses. A volume with no
+    topology can go anywhere, this node included.
+
+    Basis: Nomad scheduler/feasible/feasible.go (CSIVolumeChecker.isFeasible) and
+    nomad/structs/node.go (CSITopology.MatchFound, Contains): a volume with topologies is feasible
+    only on a node whose plugin topology contains one of them, so a claim of it is never placed
+    ("did not meet topology requirement"); client/structs/csi.go
+    (ClientCSIControllerCreateVolumeRequest.ToCSIRequest) sends an empty, present
+    accessibility_requirements; CSI spec v1.12, CreateVolume: accessible_topology says where the
+    volume can be reached from.
+
+    Given the plugin has created a volume
+    Then the volume's topology, if it reports one, is reachable from the node's topology
+
+  @CSI-NOMAD-DELETE-IN-USE @must @requires-node @requires-CREATE_DELETE_VOLUME @requires-PUBLISH_UNPUBLISH_VOLUME
+  Scenario: DeleteVolume of a volume in use is refused
+    `nomad volume delete` calls DeleteVolume before Nomad's own check that the volume is in use,
+    so the plugin's refusal is all that keeps a running allocation's data: a claimed volume (the
+    controller published it to the node) must get FAILED_PRECONDITION, and the allocation must
+    still have its data.
+
+    Basis: Nomad nomad/csi_endpoint.go (Delete, deleteVolume): DeleteVolume goes to the plugin
+    first, and only then does the deregistration refuse a volume with claims, so a plugin that
+    deletes it destroys the data of a running allocation while Nomad keeps the volume registered
+    and claimed; CSI spec v1.12, DeleteVolume Errors: a volume that cannot be deleted because it
+    is in use MUST get FAILED_PRECONDITION. A controller with PUBLISH_UNPUBLISH_VOLUME knows the
+    volume is published; one without it cannot know, and is not asked.
+
+    Given the plugin has created a volume
+    And Nomad has claimed the volume for an allocation
+    And the allocation has written a file at its target path
+    When `nomad volume delete` calls DeleteVolume of the claimed volume
+    Then the call fails with FAILED_PRECONDITION
+    And the allocation's target path still holds the file

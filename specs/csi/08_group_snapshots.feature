@@ -3,10 +3,14 @@ Feature: group snapshots
   The GroupController service cuts snapshots of several volumes at one moment. Nomad does not
   call it yet; the CSI spec's rules for it apply to every plugin that offers it.
 
+  Background:
+    Given Nomad has found the plugin ready
+
   @CSI-GROUP-CAPABILITIES @must
   Scenario: GroupControllerGetCapabilities succeeds
     Basis: CSI spec v1.12, GroupControllerGetCapabilities: a plugin that implements the
-    GroupController MUST implement it.
+    GroupController MUST implement it. The level rests on the spec alone: Nomad never calls the
+    GroupController service.
 
     When the harness calls GroupControllerGetCapabilities
     Then the call succeeds
@@ -14,7 +18,8 @@ Feature: group snapshots
   @CSI-GROUP-CREATE-NO-NAME @must @requires-group-CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT @requires-CREATE_DELETE_VOLUME
   Scenario: CreateVolumeGroupSnapshot without a name is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, CreateVolumeGroupSnapshot: name is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, CreateVolumeGroupSnapshot: name is REQUIRED. The level rests
+    on the spec alone: Nomad never calls the GroupController service.
 
     Given the plugin has created a volume
     When the harness calls CreateVolumeGroupSnapshot without a name
@@ -24,7 +29,8 @@ Feature: group snapshots
   Scenario: CreateVolumeGroupSnapshot without source volumes is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, CreateVolumeGroupSnapshot: source_volume_ids is REQUIRED (a
-    REQUIRED repeated field MUST hold at least one element).
+    REQUIRED repeated field MUST hold at least one element). The level rests on the spec alone:
+    Nomad never calls the GroupController service.
 
     When the harness calls CreateVolumeGroupSnapshot without source volume IDs
     Then the call fails with INVALID_ARGUMENT
@@ -34,7 +40,8 @@ Feature: group snapshots
     Basis: CSI spec v1.12, CreateVolumeGroupSnapshot: the call MUST be idempotent and the group
     snapshot MUST be created only once for one name, source list and parameters;
     VolumeGroupSnapshot: group_snapshot_id, snapshots and creation_time are REQUIRED, and Snapshot:
-    inside a group, a member's group_snapshot_id MUST be the group's.
+    inside a group, a member's group_snapshot_id MUST be the group's. The level rests on the spec
+    alone: Nomad never calls the GroupController service.
 
     Given the plugin has created a volume
     And the plugin has created a second volume
@@ -46,7 +53,8 @@ Feature: group snapshots
   Scenario: GetVolumeGroupSnapshot returns the group snapshot with the given ID
     Basis: CSI spec v1.12, GetVolumeGroupSnapshot: a plugin with
     CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT MUST implement it, and the REQUIRED group_snapshot of
-    its reply is the one asked for, with its REQUIRED snapshots.
+    its reply is the one asked for, with its REQUIRED snapshots. The level rests on the spec alone:
+    Nomad never calls the GroupController service.
 
     Given the plugin has created a volume
     And the plugin has created a second volume
@@ -59,7 +67,8 @@ Feature: group snapshots
   @CSI-GROUP-GET-NO-ID @must @requires-group-CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT
   Scenario: GetVolumeGroupSnapshot without a group snapshot ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, GetVolumeGroupSnapshot: group_snapshot_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, GetVolumeGroupSnapshot: group_snapshot_id is REQUIRED. The
+    level rests on the spec alone: Nomad never calls the GroupController service.
 
     When the harness calls GetVolumeGroupSnapshot without a group snapshot ID
     Then the call fails with INVALID_ARGUMENT
@@ -67,7 +76,7 @@ Feature: group snapshots
   @CSI-GROUP-GET-UNKNOWN @must @requires-group-CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT
   Scenario: GetVolumeGroupSnapshot of a group snapshot that does not exist is refused
     Basis: CSI spec v1.12, GetVolumeGroupSnapshot Errors: a group snapshot that does not exist MUST
-    get NOT_FOUND.
+    get NOT_FOUND. The level rests on the spec alone: Nomad never calls the GroupController service.
 
     When the harness gets a group snapshot that does not exist
     Then the call fails with NOT_FOUND
@@ -75,7 +84,8 @@ Feature: group snapshots
   @CSI-GROUP-DELETE-NO-ID @must @requires-group-CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT
   Scenario: DeleteVolumeGroupSnapshot without a group snapshot ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
-    INVALID_ARGUMENT; CSI spec v1.12, DeleteVolumeGroupSnapshot: group_snapshot_id is REQUIRED.
+    INVALID_ARGUMENT; CSI spec v1.12, DeleteVolumeGroupSnapshot: group_snapshot_id is REQUIRED. The
+    level rests on the spec alone: Nomad never calls the GroupController service.
 
     When the harness calls DeleteVolumeGroupSnapshot without a group snapshot ID
     Then the call fails with INVALID_ARGUMENT
@@ -83,7 +93,8 @@ Feature: group snapshots
   @CSI-GROUP-DELETE-UNKNOWN @must @requires-group-CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT
   Scenario: DeleteVolumeGroupSnapshot of a group snapshot that does not exist succeeds
     Basis: CSI spec v1.12, DeleteVolumeGroupSnapshot: the call MUST be idempotent, and a group
-    snapshot that does not exist MUST be answered with OK.
+    snapshot that does not exist MUST be answered with OK. The level rests on the spec alone: Nomad
+    never calls the GroupController service.
 
     When the harness deletes a group snapshot that does not exist
     Then the call succeeds
@@ -93,7 +104,8 @@ Feature: group snapshots
     Basis: CSI spec v1.12, DeleteVolumeGroupSnapshot: a plugin with
     CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT MUST implement it, and it deletes the group with its
     snapshots; CSI spec v1.12, GetVolumeGroupSnapshot Errors: a group snapshot that does not exist
-    MUST get NOT_FOUND.
+    MUST get NOT_FOUND. The level rests on the spec alone: Nomad never calls the GroupController
+    service.
 
     Given the plugin has created a volume
     And the plugin has created a group snapshot of the volume

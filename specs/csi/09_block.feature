@@ -4,6 +4,9 @@ Feature: block devices
   is a device node the plugin creates, not a directory. A plugin that refuses block volumes at
   CreateVolume (INVALID_ARGUMENT) skips these clauses; one that accepts them must make them work.
 
+  Background:
+    Given Nomad has found the plugin ready
+
   @CSI-BLOCK-CLAIM @must
   Scenario: the claim of a block volume gives the allocation a block device
     Nomad claims the volume as for a file-system volume, with the usage

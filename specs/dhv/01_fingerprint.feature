@@ -51,11 +51,14 @@ Feature: fingerprint
     When Nomad fingerprints the plugin
     Then the call completes within the "fingerprint documented" deadline
 
-  # @serial: the plugin directory is shared, so nothing else may run while it is watched.
-  @DHV-FINGERPRINT-NO-SIDE-EFFECTS @should @serial
+  @DHV-FINGERPRINT-NO-SIDE-EFFECTS @should
   Scenario: fingerprint does no work
-    Fingerprint runs at every agent start and reload; the specification says no actual work
-    should be done. It should not write files into the working directory or the plugin directory.
+    Fingerprint runs at every agent start and reload (client/fingerprint/dynamic_host_volumes.go
+    runs every plugin in the directory each time); the specification says no actual work should
+    be done. It should not write files into the working directory, the plugin directory or /tmp.
+    The call runs while no other call of the plugin does, with a /tmp of its own (a directory of
+    the harness mounted over /tmp for the plugin alone; as root, or where user namespaces are
+    allowed), so that what it writes there is seen and nothing else is.
 
-    When Nomad fingerprints the plugin
-    Then nothing was written into the working directory or the plugin directory
+    When Nomad fingerprints the plugin while nothing else of it runs
+    Then nothing was written into the working directory, the plugin directory or /tmp

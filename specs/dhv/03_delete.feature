@@ -61,6 +61,8 @@ Feature: delete
     If the client fails to save a newly created volume in its state, it calls delete with
     DHV_CREATED_PATH set to the volumes directory itself and an empty DHV_VOLUME_NAME and
     DHV_NAMESPACE. A plugin that removes DHV_CREATED_PATH would wipe every volume on the node.
+    That delete runs on what is left of the create's 60 s context (HostVolumeManager.Create in
+    client/hostvolumemanager/host_volumes.go), and so does the harness's.
 
     Given the plugin has created a second volume
     And a file is written into the second volume
@@ -74,3 +76,15 @@ Feature: delete
 
     When Nomad deletes the volume the way it does after failing to save client state
     Then the reported path no longer exists
+
+  @DHV-DELETE-ERROR-JSON @should
+  Scenario: a failed delete explains itself in an error object
+    On a failed delete Nomad reads {"error": "..."} from stdout as it does for create
+    (HostVolumePluginExternal.Delete in client/hostvolumemanager/host_volume_plugin.go) and puts
+    the message in the error `nomad volume delete` shows; without it the user sees only the exit
+    status. If the ordinary delete fails, that call is judged; otherwise the harness asks for a
+    delete with a DHV_VOLUME_ID that is no volume ID (`../nomad-conform-not-an-id`), and a
+    plugin that accepts even that has given no failed delete to judge (skipped).
+
+    When Nomad deletes the volume, and then a volume the plugin cannot delete
+    Then stdout is a JSON object with a non-empty "error" string

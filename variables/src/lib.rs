@@ -1,8 +1,8 @@
 //! A reference Nomad Variables server for testing singleton lock clients.
 //!
 //! It plays Nomad's Variables HTTP API (`/v1/var/<path>` with `cas`, `lock-acquire`,
-//! `lock-renew`, `lock-release`, and `/v1/vars`) on loopback TCP or a unix socket (optionally
-//! with the Task API's authentication), enforcing Nomad's lock rules (TTL bounds and default,
+//! `lock-renew`, `lock-release`, and `/v1/vars`) on loopback TCP (plain or TLS) or a unix socket
+//! (optionally with the Task API's authentication), enforcing Nomad's lock rules (TTL bounds and default,
 //! the leader's 2 × TTL timer, the lock delay, 409 conflicts, locked variables refusing writes
 //! and deletes) and Variables ACLs (capabilities, exact rule first, workload-identity paths,
 //! closest glob). Everything observable is recorded for checkers: lock events with monotonic
@@ -40,6 +40,7 @@ mod profile;
 mod rules;
 mod server;
 mod store;
+mod tls;
 mod validate;
 mod wire;
 
@@ -54,4 +55,5 @@ pub use history::{LockEvent, LockEventKind, RequestRecord};
 pub use locks::TimerInfo;
 pub use profile::Profile;
 pub use server::{Listen, ServerConfig, ServerHandle, VariablesServer};
+pub use tls::TlsListener;
 pub use wire::{Variable, VariableLock, VariableMetadata};

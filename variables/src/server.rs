@@ -61,6 +61,9 @@ pub struct ServerConfig {
     /// Misbehaviours, for testing a conformance suite against a broken server (none by
     /// default; see [`Fault`]).
     pub faults: Faults,
+    /// Serve TCP over TLS (`https://`) with this configuration; a client-certificate verifier
+    /// in it makes it mutual TLS, as an agent with `verify_https_client`.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl ServerConfig {
@@ -72,6 +75,7 @@ impl ServerConfig {
             acl: AclConfig::disabled(),
             clock: Arc::new(TokioClock::new()),
             faults: Faults::none(),
+            tls: None,
         }
     }
 
@@ -95,6 +99,12 @@ impl ServerConfig {
     /// Uses `clock`.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Serves TCP over TLS with `config` (see [`ServerConfig::tls`]).
+    pub fn with_tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(config);
         self
     }
 
@@ -128,6 +138,7 @@ impl VariablesServer {
             engine,
             bound,
             kind,
+            tls: config.tls,
             serving: tokio::sync::Mutex::new(None),
         };
         let (serving, bound) = handle.bind_and_serve().await?;
@@ -155,6 +166,7 @@ pub struct ServerHandle {
     engine: Arc<Engine>,
     bound: Bound,
     kind: ListenerKind,
+    tls: Option<Arc<rustls::ServerConfig>>,
     serving: tokio::sync::Mutex<Option<Serving>>,
 }
 
@@ -180,6 +192,7 @@ impl ServerHandle {
     /// The address in `NOMAD_ADDR` form: `http://127.0.0.1:PORT` or `unix:///path`.
     pub fn nomad_addr(&self) -> String {
         match &self.bound {
+            Bound::Tcp(addr) if self.tls.is_some() => format!("https://{addr}"),
             Bound::Tcp(addr) => format!("http://{addr}"),
             Bound::Unix(path) => format!("unix://{}", path.display()),
         }
@@ -329,7 +342,19 @@ impl ServerHandle {
                     addr: *addr,
                     source,
                 })?;
-                Ok((spawn_serving(listener, app), Bound::Tcp(local)))
+                let serving = match &self.tls {
+                    None => spawn_serving(listener, app),
+                    Some(config) => spawn_serving(
+                        crate::tls::TlsListener::new(listener, Arc::clone(config)).map_err(
+                            |source| Error::BindTcp {
+                                addr: *addr,
+                                source,
+                            },
+                        )?,
+                        app,
+                    ),
+                };
+                Ok((serving, Bound::Tcp(local)))
             }
             Bound::Unix(path) => {
                 remove_stale_socket(path)?;

@@ -20,8 +20,10 @@ use nomad_conform_reports::fleet::{
 use nomad_conform_reports::model::HarnessInfo;
 
 use crate::error::{HarnessError, exit};
-use crate::plugins::lock::proxy::Upstream;
-use nomad::{AllocStub, ApiError, Nomad};
+use crate::nomad_api::{ApiError, ApiSettings, NomadApi};
+use nomad::AllocStub;
+
+pub mod csi_node;
 
 /// Nodes read at the same time.
 const PARALLEL_NODES: usize = 8;
@@ -30,74 +32,91 @@ const PARALLEL_NODES: usize = 8;
 #[derive(Clone, Debug)]
 pub struct CollectOptions {
     pub job: String,
-    pub namespace: String,
-    pub nomad_addr: String,
-    pub token: Option<String>,
+    /// The Nomad API: address, TLS, token, namespace (default `default`), region.
+    pub api: ApiSettings,
     /// The records' directory inside each allocation, as the fs API names it.
     pub records_dir: String,
     pub timeout: Duration,
+    /// The CSI plugin the job tested on each node, whose health per node is shown.
+    pub csi_plugin: Option<String>,
 }
 
-/// The API of the agent at `opts.nomad_addr`, or a usage error for an address we cannot use.
-pub fn nomad_api(opts: &CollectOptions) -> Result<Nomad, HarnessError> {
-    let upstream = Upstream::parse(&opts.nomad_addr).map_err(|e| {
-        HarnessError::Usage(format!(
-            "--nomad-addr {}: {e} (an https:// agent can be reached through a local plain \
-             listener or its unix socket)",
-            opts.nomad_addr
-        ))
-    })?;
-    Ok(Nomad {
-        upstream,
-        token: opts.token.clone().filter(|t| !t.is_empty()),
-        namespace: opts.namespace.clone(),
-        timeout: opts.timeout,
-    })
+impl CollectOptions {
+    fn api(&self) -> NomadApi {
+        NomadApi::new(&self.api, "default", self.timeout)
+    }
+
+    /// What the report must warn about how it was read (certificates not verified).
+    fn warnings(&self) -> Vec<String> {
+        self.api
+            .target
+            .tls
+            .as_ref()
+            .and_then(|t| t.warning())
+            .into_iter()
+            .collect()
+    }
 }
 
 /// Read every node's records. `Err` (exit 3) when the job's allocations cannot be listed, or
 /// when there are none: nothing could be judged.
 pub async fn collect(opts: &CollectOptions) -> Result<FleetRecord, HarnessError> {
-    let api = nomad_api(opts)?;
+    let api = opts.api();
+    let addr = &opts.api.addr;
     let allocs = api.job_allocations(&opts.job).await.map_err(|e| {
         let hint = match &e {
-            ApiError::Unreachable(_) => " (is --nomad-addr / NOMAD_ADDR right?)",
+            ApiError::Unreachable(c) if !c.is_tls() => " (is --nomad-addr / NOMAD_ADDR right?)",
             ApiError::Status { status: 403, .. } => {
                 " (the token needs read-job and read-fs on the namespace: --token / NOMAD_TOKEN)"
             }
             _ => "",
         };
         HarnessError::Internal(format!(
-            "failed to list the allocations of job {:?} in namespace {:?} at {}: {e}{hint}",
-            opts.job, opts.namespace, opts.nomad_addr
+            "failed to list the allocations of job {:?} in namespace {:?} at {addr}: {e}{hint}",
+            opts.job, api.namespace
         ))
     })?;
     if allocs.is_empty() {
         return Err(HarnessError::Internal(format!(
-            "job {:?} in namespace {:?} has no allocations at {}: nothing to collect (was it \
+            "job {:?} in namespace {:?} has no allocations at {addr}: nothing to collect (was it \
              run? nomad job run deploy/nomad/conform-fleet.nomad.hcl)",
-            opts.job, opts.namespace, opts.nomad_addr
+            opts.job, api.namespace
         )));
     }
+    let plugin = match &opts.csi_plugin {
+        None => None,
+        Some(id) => Some(api.csi_plugin(id).await.map_err(|e| {
+            let hint = match &e {
+                ApiError::Status { status: 403, .. } => " (the token needs read-plugin)",
+                ApiError::Status { status: 404, .. } => {
+                    " (is the plugin's job running? nomad plugin status)"
+                }
+                _ => "",
+            };
+            HarnessError::Internal(format!(
+                "failed to read CSI plugin {id:?} at {addr}: {e}{hint}"
+            ))
+        })?),
+    };
     let picked = nomad::newest_per_node(allocs);
     eprintln!(
-        "nomad-conform fleet: job {} ({}): reading the records of {} allocation{} at {}",
+        "nomad-conform fleet: job {} ({}): reading the records of {} allocation{} at {addr}",
         opts.job,
-        opts.namespace,
+        api.namespace,
         picked.len(),
         if picked.len() == 1 { "" } else { "s" },
-        opts.nomad_addr
     );
     let nodes: Vec<FleetNode> = futures::stream::iter(picked)
-        .map(|a| read_node(&api, &opts.records_dir, a))
+        .map(|a| read_node(&api, &opts.records_dir, plugin.as_ref(), a))
         .buffered(PARALLEL_NODES)
         .collect()
         .await;
     Ok(FleetRecord {
         schema_version: FLEET_SCHEMA_VERSION,
         job: opts.job.clone(),
-        namespace: opts.namespace.clone(),
-        nomad_addr: opts.nomad_addr.clone(),
+        namespace: api.namespace.clone(),
+        nomad_addr: opts.api.addr.clone(),
+        warnings: opts.warnings(),
         collected_at: Utc::now(),
         harness: HarnessInfo {
             name: "nomad-conform".into(),
@@ -169,7 +188,7 @@ fn tasks_sentence(tasks: &[TaskSummary]) -> String {
 }
 
 /// The `.json` files in the records directory and the directories right below it.
-async fn record_files(api: &Nomad, alloc: &str, dir: &str) -> Result<Vec<String>, ApiError> {
+async fn record_files(api: &NomadApi, alloc: &str, dir: &str) -> Result<Vec<String>, ApiError> {
     let dir = dir.trim_end_matches('/');
     let mut files = Vec::new();
     let mut entries = api.list_dir(alloc, dir).await?;
@@ -193,7 +212,12 @@ async fn record_files(api: &Nomad, alloc: &str, dir: &str) -> Result<Vec<String>
 }
 
 /// Everything about one node: its records, or why there are none.
-async fn read_node(api: &Nomad, records_dir: &str, a: AllocStub) -> FleetNode {
+async fn read_node(
+    api: &NomadApi,
+    records_dir: &str,
+    plugin: Option<&nomad::CsiPlugin>,
+    a: AllocStub,
+) -> FleetNode {
     let tasks = tasks_of(&a);
     let mut records = Vec::new();
     let mut problems = Vec::new();
@@ -266,6 +290,16 @@ async fn read_node(api: &Nomad, records_dir: &str, a: AllocStub) -> FleetNode {
                 message: format!("{state}: it has not finished; its records may be partial"),
             },
         );
+    }
+    // The CSI node plugin the job tested: a node where it has no healthy allocation had
+    // nothing to test (the job's csi task says so and exits 3); the row says why.
+    if let Some(p) = plugin
+        && let Err(why) = p.healthy_on(&a.node_id)
+    {
+        problems.push(NodeProblem {
+            kind: NodeProblemKind::NoRecord,
+            message: format!("{why}: no CSI run on this node"),
+        });
     }
     FleetNode {
         node_id: a.node_id.clone(),

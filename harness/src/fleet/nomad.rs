@@ -1,5 +1,5 @@
-//! The three Nomad HTTP API calls the collector makes, over the harness's one HTTP client
-//! ([`crate::plugins::lock::api::call`]). Facts from Nomad's source:
+//! The Nomad HTTP API calls of the fleet, over the project's one client ([`crate::nomad_api`]).
+//! Facts from Nomad's source:
 //!
 //! - `GET /v1/job/:job_id/allocations?namespace=NS` (command/agent/job_endpoint.go,
 //!   jobAllocations; nomad/job_endpoint.go, Job.Allocations): a JSON array of
@@ -18,17 +18,20 @@
 //! - `GET /v1/client/fs/cat/:alloc_id?path=P` (fs_endpoint.go, FileCatRequest; api/fs.go,
 //!   AllocFS.Cat): the file's bytes as the body.
 //!
+//! - `GET /v1/plugin/csi/:plugin_id` (command/agent/csi_endpoint.go, CSIPluginSpecificRequest;
+//!   api/csi.go, CSIPlugin): `Nodes` maps each node ID to the CSIInfo of the plugin's node
+//!   instance there (nomad/structs/node.go: `AllocID`, `Healthy`, `HealthDescription`); a
+//!   plugin Nomad does not know answers 404 "plugin not found". Needs read-plugin.
+//!
 //! Every request carries `X-Nomad-Token` when a token is given (api/api.go sets it from
 //! NOMAD_TOKEN); errors come back as a status code with a plain-text body
 //! (command/agent/http.go, CodedError).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::plugins::lock::api::call;
-use crate::plugins::lock::proxy::Upstream;
+use crate::nomad_api::{ApiError, NomadApi, encode};
 
 /// An allocation as `/v1/job/:job_id/allocations` lists it (the fields we use).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -108,83 +111,56 @@ pub fn newest_per_node(allocs: Vec<AllocStub>) -> Vec<AllocStub> {
     out
 }
 
-/// Why a request got no usable answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApiError {
-    /// No connection, or no answer in time.
-    Unreachable(String),
-    /// Nomad answered with an error status; its plain-text body.
-    Status { status: u16, body: String },
-    /// A 200 whose body is not what the endpoint returns.
-    BadAnswer(String),
+/// A CSI plugin as `/v1/plugin/csi/:plugin_id` answers it (the fields we use).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct CsiPlugin {
+    #[serde(rename = "ID", default)]
+    pub id: String,
+    /// Node ID -> the node plugin instance there (one per node).
+    #[serde(rename = "Nodes", default)]
+    pub nodes: Option<BTreeMap<String, CsiInfo>>,
 }
 
-impl ApiError {
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, ApiError::Status { status: 404, .. })
-    }
+/// CSIInfo (nomad/structs/node.go): one instance of a plugin, as its node fingerprints it.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct CsiInfo {
+    #[serde(rename = "AllocID", default)]
+    pub alloc_id: String,
+    #[serde(rename = "Healthy", default)]
+    pub healthy: bool,
+    #[serde(rename = "HealthDescription", default)]
+    pub health_description: String,
 }
 
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ApiError::Unreachable(why) => write!(f, "no answer: {why}"),
-            ApiError::Status { status, body } => {
-                let body = body.trim();
-                if body.is_empty() {
-                    write!(f, "Nomad answered {status}")
+impl CsiPlugin {
+    /// The node plugin instance on `node_id`: `Ok` when it is healthy, else why not.
+    pub fn healthy_on(&self, node_id: &str) -> Result<&CsiInfo, String> {
+        match self.nodes.as_ref().and_then(|n| n.get(node_id)) {
+            None => Err(format!(
+                "CSI plugin {:?} has no node plugin allocation on this node",
+                self.id
+            )),
+            Some(i) if !i.healthy => Err(format!(
+                "CSI plugin {:?} has no healthy allocation on this node: allocation {} is unhealthy{}",
+                self.id,
+                i.alloc_id,
+                if i.health_description.is_empty() {
+                    String::new()
                 } else {
-                    write!(f, "Nomad answered {status}: {body}")
+                    format!(" ({})", i.health_description)
                 }
-            }
-            ApiError::BadAnswer(why) => write!(f, "Nomad's answer makes no sense: {why}"),
+            )),
+            Some(i) => Ok(i),
         }
     }
 }
 
-/// The Nomad HTTP API of one agent, as one caller (token, namespace) sees it.
-#[derive(Clone, Debug)]
-pub struct Nomad {
-    pub upstream: Upstream,
-    pub token: Option<String>,
-    pub namespace: String,
-    pub timeout: Duration,
-}
-
-impl Nomad {
-    async fn get(&self, path_and_query: &str) -> Result<String, ApiError> {
-        let a = call(
-            &self.upstream,
-            "GET",
-            path_and_query,
-            self.token.as_deref(),
-            None,
-            self.timeout,
-        )
-        .await
-        .map_err(ApiError::Unreachable)?;
-        if a.status == 200 {
-            Ok(a.body)
-        } else {
-            Err(ApiError::Status {
-                status: a.status,
-                body: a.body,
-            })
-        }
-    }
-
-    fn ns(&self) -> String {
-        format!("namespace={}", encode(&self.namespace))
-    }
-
+/// The fleet's calls, on the project's Nomad API client.
+impl NomadApi {
     /// `GET /v1/job/:job_id/allocations`.
     pub async fn job_allocations(&self, job: &str) -> Result<Vec<AllocStub>, ApiError> {
         let body = self
-            .get(&format!(
-                "/v1/job/{}/allocations?{}",
-                encode(job),
-                self.ns()
-            ))
+            .get(&format!("/v1/job/{}/allocations", encode(job)), &[])
             .await?;
         serde_json::from_str(&body).map_err(|e| ApiError::BadAnswer(e.to_string()))
     }
@@ -192,12 +168,10 @@ impl Nomad {
     /// `GET /v1/client/fs/ls/:alloc_id?path=`.
     pub async fn list_dir(&self, alloc: &str, path: &str) -> Result<Vec<FileInfo>, ApiError> {
         let body = self
-            .get(&format!(
-                "/v1/client/fs/ls/{}?path={}&{}",
-                encode(alloc),
-                encode(path),
-                self.ns()
-            ))
+            .get(
+                &format!("/v1/client/fs/ls/{}", encode(alloc)),
+                &[("path", path)],
+            )
             .await?;
         let files: Option<Vec<FileInfo>> =
             serde_json::from_str(&body).map_err(|e| ApiError::BadAnswer(e.to_string()))?;
@@ -206,28 +180,20 @@ impl Nomad {
 
     /// `GET /v1/client/fs/cat/:alloc_id?path=`.
     pub async fn cat(&self, alloc: &str, path: &str) -> Result<String, ApiError> {
-        self.get(&format!(
-            "/v1/client/fs/cat/{}?path={}&{}",
-            encode(alloc),
-            encode(path),
-            self.ns()
-        ))
+        self.get(
+            &format!("/v1/client/fs/cat/{}", encode(alloc)),
+            &[("path", path)],
+        )
         .await
     }
-}
 
-/// Percent-encoding of a path segment or query value: everything but RFC 3986's unreserved
-/// characters.
-pub fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
+    /// `GET /v1/plugin/csi/:plugin_id` (needs read-plugin; 404 "plugin not found").
+    pub async fn csi_plugin(&self, id: &str) -> Result<CsiPlugin, ApiError> {
+        let body = self
+            .get(&format!("/v1/plugin/csi/{}", encode(id)), &[])
+            .await?;
+        serde_json::from_str(&body).map_err(|e| ApiError::BadAnswer(e.to_string()))
     }
-    out
 }
 
 #[cfg(test)]
@@ -302,9 +268,25 @@ mod tests {
     }
 
     #[test]
-    fn encodes_segments_and_values() {
-        assert_eq!(encode("alloc/conform"), "alloc%2Fconform");
-        assert_eq!(encode("conform-fleet"), "conform-fleet");
-        assert_eq!(encode("a b&c"), "a%20b%26c");
+    fn csi_plugin_health_per_node() {
+        let body = r#"{"ID":"hostpath","Provider":"csi-hostpath","ControllerRequired":false,
+            "Controllers":{},"Nodes":{"n1":{"PluginID":"hostpath","AllocID":"a1","Healthy":true,
+            "HealthDescription":"healthy","UpdateTime":"2025-01-01T00:00:00Z"},
+            "n2":{"PluginID":"hostpath","AllocID":"a2","Healthy":false,
+            "HealthDescription":"failed fingerprinting"}},"Allocations":[],"NodesHealthy":1,
+            "NodesExpected":2}"#;
+        let p: CsiPlugin = serde_json::from_str(body).unwrap();
+        assert_eq!(p.healthy_on("n1").unwrap().alloc_id, "a1");
+        let e = p.healthy_on("n2").unwrap_err();
+        assert!(
+            e.contains("no healthy allocation")
+                && e.contains("a2 is unhealthy (failed fingerprinting)"),
+            "{e}"
+        );
+        assert!(
+            p.healthy_on("n3")
+                .unwrap_err()
+                .contains("no node plugin allocation")
+        );
     }
 }

@@ -50,6 +50,7 @@ use crate::faults::Fault;
 use crate::plugin::Plugin;
 use crate::rpc;
 use crate::state::{ContentSource, Snapshot, State, Volume};
+use crate::variants::Variant;
 
 /// Capacity of a volume created without a capacity_range: 1 GiB.
 pub const DEFAULT_VOLUME_BYTES: i64 = 1 << 30;
@@ -80,12 +81,19 @@ impl ControllerService {
     }
 }
 
+/// Volumes are at least this big under the min-size-1gib variant.
+pub const MIN_SIZE_1GIB: i64 = 1 << 30;
+
 /// The controller RPCs this plugin implements. VOLUME_CONDITION is not among them; neither is
-/// SINGLE_NODE_MULTI_WRITER (see `rpc::parse_capability`).
-fn controller_capabilities() -> Vec<ControllerServiceCapability> {
+/// SINGLE_NODE_MULTI_WRITER (see `rpc::parse_capability`). register-only: no
+/// CREATE_DELETE_VOLUME (nor CLONE_VOLUME, which creates); capacity-unknown: no EXPAND_VOLUME.
+fn controller_capabilities(plugin: &Plugin) -> Vec<ControllerServiceCapability> {
+    let register_only = plugin.variants.has(Variant::RegisterOnly);
+    let capacity_unknown = plugin.variants.has(Variant::CapacityUnknown);
     [
         RpcType::CreateDeleteVolume,
         RpcType::PublishUnpublishVolume,
+        RpcType::PublishReadonly,
         RpcType::ListVolumes,
         RpcType::ListVolumesPublishedNodes,
         RpcType::GetCapacity,
@@ -98,6 +106,10 @@ fn controller_capabilities() -> Vec<ControllerServiceCapability> {
         RpcType::GetSnapshot,
     ]
     .into_iter()
+    .filter(|rpc| {
+        !(register_only && matches!(rpc, RpcType::CreateDeleteVolume | RpcType::CloneVolume)
+            || capacity_unknown && *rpc == RpcType::ExpandVolume)
+    })
     .map(|rpc| ControllerServiceCapability {
         r#type: Some(controller_service_capability::Type::Rpc(Rpc {
             r#type: rpc as i32,
@@ -285,7 +297,7 @@ impl Controller for ControllerService {
             ))
         } else {
             Ok(ControllerGetCapabilitiesResponse {
-                capabilities: controller_capabilities(),
+                capabilities: controller_capabilities(&self.plugin),
             })
         };
         rpc::finish(&self.plugin.faults, "ControllerGetCapabilities", "", result)

@@ -17,14 +17,20 @@ use tonic::{Request, Response, Status};
 use crate::faults::Fault;
 use crate::plugin::{PLUGIN_NAME, Plugin};
 use crate::rpc;
+use crate::variants::Variant;
 
 pub struct IdentityService {
     plugin: Arc<Plugin>,
+    /// Probes answered so far (probe-fails-after-start).
+    probes: std::sync::atomic::AtomicUsize,
 }
 
 impl IdentityService {
     pub fn new(plugin: Arc<Plugin>) -> Self {
-        IdentityService { plugin }
+        IdentityService {
+            plugin,
+            probes: std::sync::atomic::AtomicUsize::new(0),
+        }
     }
 
     async fn plugin_info(&self) -> GetPluginInfoResponse {
@@ -48,13 +54,17 @@ impl IdentityService {
         if faults.has(Fault::SlowProbe) {
             tokio::time::sleep(Duration::from_secs(6)).await;
         }
-        if faults.has(Fault::ProbeError) {
+        let earlier = self
+            .probes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if faults.has(Fault::ProbeError) || faults.has(Fault::ProbeFailsAfterStart) && earlier > 0 {
             return Err(Status::failed_precondition(
                 "plugin is not healthy (probe-error fault)",
             ));
         }
-        // Nothing to wait for: the state was loaded before the socket was opened.
-        let ready = !faults.has(Fault::ProbeNotReady);
+        // Nothing to wait for: the state was loaded before the socket was opened. (slow-start:
+        // not ready for the first seconds.)
+        let ready = !faults.has(Fault::ProbeNotReady) && !self.plugin.starting();
         Ok(ProbeResponse { ready: Some(ready) })
     }
 }
@@ -65,7 +75,7 @@ impl IdentityService {
 /// Under the node-only variant this instance serves neither (main.rs does not register
 /// them), and still advertises both: a plugin's capabilities are the sum over its instances,
 /// and in a split deployment another instance is the controller.
-fn plugin_capabilities() -> Vec<PluginCapability> {
+fn plugin_capabilities(plugin: &Plugin) -> Vec<PluginCapability> {
     let serves = |kind: service::Type| PluginCapability {
         r#type: Some(plugin_capability::Type::Service(
             plugin_capability::Service {
@@ -73,17 +83,25 @@ fn plugin_capabilities() -> Vec<PluginCapability> {
             },
         )),
     };
-    vec![
+    let mut capabilities = vec![
         serves(service::Type::ControllerService),
         serves(service::Type::GroupControllerService),
-        PluginCapability {
+    ];
+    // capacity-unknown: nothing to grow.
+    if !plugin.variants.has(Variant::CapacityUnknown) {
+        capabilities.push(PluginCapability {
             r#type: Some(plugin_capability::Type::VolumeExpansion(
                 plugin_capability::VolumeExpansion {
                     r#type: volume_expansion::Type::Online as i32,
                 },
             )),
-        },
-    ]
+        });
+    }
+    // topology: volumes are reachable from some nodes only (here: this one).
+    if plugin.reports_topology() {
+        capabilities.push(serves(service::Type::VolumeAccessibilityConstraints));
+    }
+    capabilities
 }
 
 #[tonic::async_trait]
@@ -92,25 +110,26 @@ impl Identity for IdentityService {
         &self,
         _request: Request<GetPluginInfoRequest>,
     ) -> Result<Response<GetPluginInfoResponse>, Status> {
-        rpc::finish(
-            &self.plugin.faults,
-            "GetPluginInfo",
-            "",
-            Ok(self.plugin_info().await),
-        )
+        let result = match self.plugin.not_started() {
+            Ok(()) => Ok(self.plugin_info().await),
+            Err(status) => Err(status),
+        };
+        rpc::finish(&self.plugin.faults, "GetPluginInfo", "", result)
     }
 
     async fn get_plugin_capabilities(
         &self,
         _request: Request<GetPluginCapabilitiesRequest>,
     ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
-        let result = if self.plugin.faults.has(Fault::PluginCapabilitiesError) {
+        let result = if let Err(status) = self.plugin.not_started() {
+            Err(status)
+        } else if self.plugin.faults.has(Fault::PluginCapabilitiesError) {
             Err(Status::internal(
                 "failed to list the plugin capabilities (plugin-capabilities-error fault)",
             ))
         } else {
             Ok(GetPluginCapabilitiesResponse {
-                capabilities: plugin_capabilities(),
+                capabilities: plugin_capabilities(&self.plugin),
             })
         };
         rpc::finish(&self.plugin.faults, "GetPluginCapabilities", "", result)

@@ -234,11 +234,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // Controller and GroupController services are not registered, so their RPCs get
     // UNIMPLEMENTED from gRPC itself; Identity still advertises them (see identity.rs).
     let serves_controller = !plugin.variants.has(Variant::NodeOnly);
-    let controller = serves_controller
-        .then(|| ControllerServer::new(ControllerService::new(Arc::clone(&plugin))));
-    let group_controller = serves_controller
-        .then(|| GroupControllerServer::new(GroupControllerService::new(Arc::clone(&plugin))));
-    let node = NodeServer::new(NodeService::new(Arc::clone(&plugin)));
+    // slow-start: while the plugin is still starting, every call of these services is
+    // UNAVAILABLE (Identity answers Probe with ready=false, see identity.rs).
+    let gate = {
+        let plugin = Arc::clone(&plugin);
+        move |request: tonic::Request<()>| plugin.not_started().map(|()| request)
+    };
+    let controller = serves_controller.then(|| {
+        ControllerServer::with_interceptor(
+            ControllerService::new(Arc::clone(&plugin)),
+            gate.clone(),
+        )
+    });
+    let group_controller = serves_controller.then(|| {
+        GroupControllerServer::with_interceptor(
+            GroupControllerService::new(Arc::clone(&plugin)),
+            gate.clone(),
+        )
+    });
+    let node = NodeServer::with_interceptor(NodeService::new(Arc::clone(&plugin)), gate);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = Server::builder()
         .add_service(identity)

@@ -28,14 +28,14 @@ use nomad_conform_proto::csi::v1::{
     NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse, NodePublishVolumeRequest,
     NodePublishVolumeResponse, NodeServiceCapability, NodeStageVolumeRequest,
     NodeStageVolumeResponse, NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse,
-    NodeUnstageVolumeRequest, NodeUnstageVolumeResponse,
+    NodeUnstageVolumeRequest, NodeUnstageVolumeResponse, Topology,
 };
 use tonic::{Request, Response, Status};
 
 use crate::faults::Fault;
 use crate::locks::LockKey;
 use crate::mounts;
-use crate::plugin::Plugin;
+use crate::plugin::{Plugin, TOPOLOGY_KEY};
 use crate::rpc;
 use crate::state::{AccessType, NodePublication, Staging, Volume};
 use crate::variants::Variant;
@@ -72,6 +72,7 @@ impl NodeService {
         rpc::require(faults, path, "staging_target_path")?;
         let capability =
             rpc::required_capability(faults, &req.volume_capability, "volume_capability")?;
+        plugin.needs_secrets(&req.secrets, "NodeStageVolume")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
         let volume = self.volume(id)?;
         // A capability of the other access type: the spec's NodeStageVolume table, "Exceeds
@@ -228,6 +229,7 @@ impl NodeService {
         rpc::require(faults, target, "target_path")?;
         let capability =
             rpc::required_capability(faults, &req.volume_capability, "volume_capability")?;
+        plugin.needs_secrets(&req.secrets, "NodePublishVolume")?;
         if staging_path.is_empty() && !faults.has(Fault::NodePublishWithoutStageOk) {
             return Err(Status::failed_precondition(
                 "staging_target_path is required: this plugin advertises STAGE_UNSTAGE_VOLUME, \
@@ -278,8 +280,17 @@ impl NodeService {
             owns_loop_device: false,
         };
         // Reader-only access modes are published read-only whatever `readonly` says.
+        // (readonly-beside-writer-writable: not when the volume already has a writable target
+        // on this node.)
+        let beside_writer = faults.has(Fault::ReadonlyBesideWriterWritable)
+            && plugin.store.read(|s| {
+                s.node_publications
+                    .values()
+                    .any(|p| p.volume_id == id && p.target_path != target && !p.readonly)
+            });
         let read_only = (req.readonly || publication.capability.access_mode.is_reader_only())
-            && !faults.has(Fault::NodePublishIgnoresReadonly);
+            && !faults.has(Fault::NodePublishIgnoresReadonly)
+            && !beside_writer;
 
         let (at_target, elsewhere) = plugin.store.read(|s| {
             let elsewhere = s
@@ -467,10 +478,17 @@ impl NodeService {
         } else {
             config.node_id.as_str()
         };
+        // topology: the node is where its own volumes can be reached from.
+        let accessible_topology = self.plugin.reports_topology().then(|| Topology {
+            segments: std::collections::HashMap::from([(
+                TOPOLOGY_KEY.to_string(),
+                config.node_id.clone(),
+            )]),
+        });
         NodeGetInfoResponse {
             node_id: node_id.to_string(),
             max_volumes_per_node: config.max_volumes_per_node,
-            accessible_topology: None,
+            accessible_topology,
         }
     }
 }
@@ -529,13 +547,16 @@ fn unmount_volume(target: &Path, volume_dir: &Path) -> Result<(), Status> {
     )))
 }
 
-fn node_capabilities() -> Vec<NodeServiceCapability> {
+fn node_capabilities(plugin: &Plugin) -> Vec<NodeServiceCapability> {
+    // capacity-unknown: nothing to grow.
+    let expands = !plugin.variants.has(Variant::CapacityUnknown);
     [
         RpcType::StageUnstageVolume,
         RpcType::GetVolumeStats,
         RpcType::ExpandVolume,
     ]
     .into_iter()
+    .filter(|rpc| expands || *rpc != RpcType::ExpandVolume)
     .map(|rpc| NodeServiceCapability {
         r#type: Some(node_service_capability::Type::Rpc(Rpc {
             r#type: rpc as i32,
@@ -622,7 +643,7 @@ impl Node for NodeService {
             ))
         } else {
             Ok(NodeGetCapabilitiesResponse {
-                capabilities: node_capabilities(),
+                capabilities: node_capabilities(&self.plugin),
             })
         };
         rpc::finish(&self.plugin.faults, "NodeGetCapabilities", "", result)

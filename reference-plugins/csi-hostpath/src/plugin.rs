@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
@@ -12,10 +13,21 @@ use crate::faults::{Fault, Faults};
 use crate::locks::Locks;
 use crate::state::{AccessType, Store, Volume};
 use crate::storage::Storage;
-use crate::variants::Variants;
+use crate::variants::{Variant, Variants};
 
 /// The name reported by GetPluginInfo: domain style, at most 63 characters.
 pub const PLUGIN_NAME: &str = "hostpath.csi.nomad-conform.dev";
+
+/// The topology segment key of the topology variant (and the topology-elsewhere fault): the
+/// node a volume can be reached from.
+pub const TOPOLOGY_KEY: &str = "topology.hostpath.csi.nomad-conform.dev/node";
+
+/// The secret the needs-secrets variant asks for, and its value.
+pub const SECRET_KEY: &str = "csi-hostpath-token";
+pub const SECRET_VALUE: &str = "let-me-in";
+
+/// How long a slow-start plugin is still starting.
+pub const SLOW_START: Duration = Duration::from_secs(3);
 
 /// Settings from the command line.
 #[derive(Clone, Debug)]
@@ -35,6 +47,8 @@ pub struct Plugin {
     pub store: Store,
     pub storage: Storage,
     pub locks: Locks,
+    /// When the plugin started (slow-start counts from here).
+    pub started: Instant,
 }
 
 impl Plugin {
@@ -52,7 +66,60 @@ impl Plugin {
             store,
             storage,
             locks: Locks::default(),
+            started: Instant::now(),
         })
+    }
+
+    /// slow-start: whether the plugin is still starting (Probe says not ready, every other
+    /// call is UNAVAILABLE).
+    pub fn starting(&self) -> bool {
+        self.variants.has(Variant::SlowStart) && self.started.elapsed() < SLOW_START
+    }
+
+    /// The answer to a call that is not Probe while the plugin is still starting.
+    pub fn not_started(&self) -> Result<(), tonic::Status> {
+        if self.starting() {
+            return Err(tonic::Status::unavailable(
+                "the plugin is still starting; Probe reports when it is ready (slow-start variant)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// needs-secrets: the calls that act on storage need the plugin's secret. INVALID_ARGUMENT
+    /// without it (a required field), UNAUTHENTICATED with another value.
+    pub fn check_secrets(
+        &self,
+        secrets: &std::collections::HashMap<String, String>,
+        method: &str,
+    ) -> Result<(), tonic::Status> {
+        match secrets.get(SECRET_KEY) {
+            Some(v) if v == SECRET_VALUE => Ok(()),
+            Some(_) => Err(tonic::Status::unauthenticated(format!(
+                "{method}: the secret {SECRET_KEY} is not valid"
+            ))),
+            None => Err(tonic::Status::invalid_argument(format!(
+                "{method}: the secret {SECRET_KEY} is required"
+            ))),
+        }
+    }
+
+    /// needs-secrets: `check_secrets` where the variant asks for them.
+    pub fn needs_secrets(
+        &self,
+        secrets: &std::collections::HashMap<String, String>,
+        method: &str,
+    ) -> Result<(), tonic::Status> {
+        if self.variants.has(Variant::NeedsSecrets) {
+            return self.check_secrets(secrets, method);
+        }
+        Ok(())
+    }
+
+    /// Whether the plugin reports topology (the topology variant, the topology-elsewhere
+    /// fault).
+    pub fn reports_topology(&self) -> bool {
+        self.variants.has(Variant::Topology) || self.faults.has(Fault::TopologyElsewhere)
     }
 
     /// `--preset-volume`: makes sure a mount volume with this id exists, as if a controller

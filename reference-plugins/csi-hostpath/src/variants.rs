@@ -23,6 +23,12 @@ pub enum Variant {
     NodeOnly,
     ValidateWithoutConfirmed,
     IgnoresMaxVolumes,
+    MinSize1Gib,
+    CapacityUnknown,
+    NeedsSecrets,
+    SlowStart,
+    Topology,
+    RegisterOnly,
 }
 
 impl Variant {
@@ -37,6 +43,12 @@ impl Variant {
         Variant::NodeOnly,
         Variant::ValidateWithoutConfirmed,
         Variant::IgnoresMaxVolumes,
+        Variant::MinSize1Gib,
+        Variant::CapacityUnknown,
+        Variant::NeedsSecrets,
+        Variant::SlowStart,
+        Variant::Topology,
+        Variant::RegisterOnly,
     ];
 
     /// The name used on the command line.
@@ -51,6 +63,12 @@ impl Variant {
             Variant::NodeOnly => "node-only",
             Variant::ValidateWithoutConfirmed => "validate-without-confirmed",
             Variant::IgnoresMaxVolumes => "ignores-max-volumes",
+            Variant::MinSize1Gib => "min-size-1gib",
+            Variant::CapacityUnknown => "capacity-unknown",
+            Variant::NeedsSecrets => "needs-secrets",
+            Variant::SlowStart => "slow-start",
+            Variant::Topology => "topology",
+            Variant::RegisterOnly => "register-only",
         }
     }
 
@@ -93,6 +111,24 @@ impl Variant {
             Variant::IgnoresMaxVolumes => {
                 "ControllerPublishVolume publishes beyond --max-volumes-per-node (Nomad's \
                  scheduler enforces the limit itself)"
+            }
+            Variant::MinSize1Gib => {
+                "volumes are at least 1 GiB: CreateVolume asking for less (or a limit below it) is OUT_OF_RANGE, with the minimum in the message; GetCapacity reports it as minimum_volume_size"
+            }
+            Variant::CapacityUnknown => {
+                "volumes report capacity_bytes 0 (unknown, like a share on a file server), any capacity range matches an existing name, and expansion is not offered"
+            }
+            Variant::NeedsSecrets => {
+                "CreateVolume, ControllerPublishVolume, NodeStageVolume and NodePublishVolume need the secret csi-hostpath-token (INVALID_ARGUMENT without it); ControllerUnpublishVolume needs none, as Nomad sends none"
+            }
+            Variant::SlowStart => {
+                "for its first 3 s the plugin is still starting: Probe answers ready=false and every other call UNAVAILABLE"
+            }
+            Variant::Topology => {
+                "the plugin reports topology: VOLUME_ACCESSIBILITY_CONSTRAINTS, NodeGetInfo's accessible_topology names the node, and volumes are accessible from that node (a requisite elsewhere is RESOURCE_EXHAUSTED)"
+            }
+            Variant::RegisterOnly => {
+                "no CREATE_DELETE_VOLUME (CreateVolume and DeleteVolume are UNIMPLEMENTED): volumes exist beforehand (--preset-volume) and are registered, then published through the controller"
             }
         }
     }

@@ -178,6 +178,7 @@ pub fn render_html(fleet: &FleetRecord) -> Result<String, FleetReportError> {
         job => fleet.job.clone(),
         namespace => fleet.namespace.clone(),
         nomad_addr => fleet.nomad_addr.clone(),
+        warnings => fleet.warnings.clone(),
         collected_at => fleet.collected_at.to_rfc3339(),
         verdict => fleet.verdict(),
         verdict_class => fleet.verdict_class(),

@@ -38,6 +38,10 @@ pub struct FleetRecord {
     pub nomad_addr: String,
     pub collected_at: DateTime<Utc>,
     pub harness: HarnessInfo,
+    /// What the reader must know about how the records were read (TLS certificates not
+    /// verified, ...), one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// One entry per node (and task group) with an allocation of the job, by node name.
     pub nodes: Vec<FleetNode>,
 }
@@ -432,6 +436,7 @@ mod tests {
             job: "conform-fleet".into(),
             namespace: "default".into(),
             nomad_addr: "http://127.0.0.1:4646".into(),
+            warnings: Vec::new(),
             collected_at: Utc::now(),
             harness: HarnessInfo {
                 name: "nomad-conform".into(),

@@ -41,6 +41,9 @@ pub fn render_text(fleet: &FleetRecord) -> String {
             r.verdict
         ));
     }
+    for w in &fleet.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
     let plugins = rows.iter().filter(|r| r.record_index.is_some()).count();
     let failing = rows
         .iter()

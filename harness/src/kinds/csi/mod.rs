@@ -20,8 +20,8 @@ use crate::cli::{CsiArgs, PluginType};
 use crate::error::HarnessError;
 use crate::plugins::csi::launch::Launcher;
 use crate::plugins::csi::{Connection, preflight, socket_path};
-use crate::plugins::dhv::quote;
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
+use crate::shell::quote;
 use crate::steps::csi::budget::AttachmentBudget;
 use crate::steps::csi::{CsiConfig, CsiWorld, volumes};
 use crate::world::RunCtx;
@@ -99,11 +99,6 @@ impl CsiSuite<'_> {
                 )
             }
             PluginType::Node | PluginType::Controller | PluginType::Monolith => {
-                if !args.volumes.is_empty() && plugin_type != PluginType::Node {
-                    return usage(
-                        "--volume is for node-only runs (--plugin-type node): for controller and monolith plugins the suite creates its own volumes",
-                    );
-                }
                 if args.node_id.is_some() && plugin_type != PluginType::Controller {
                     return usage(
                         "--node-id is for controller-only runs (--plugin-type controller): otherwise the node plugin's NodeGetInfo gives it",
@@ -135,6 +130,10 @@ impl CsiSuite<'_> {
         }
         flag("--node-id", args.node_id.clone());
         flag("--test-volume-size", args.test_volume_size.clone());
+        flag("--mount-fs-type", args.mount_fs_type.clone());
+        for f in &args.mount_flags {
+            flag("--mount-flags", Some(f.clone()));
+        }
         let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
         flag("--volume-parameters", path(&args.volume_parameters));
         flag("--snapshot-parameters", path(&args.snapshot_parameters));
@@ -167,7 +166,7 @@ impl Suite for CsiSuite<'_> {
         }
         self.validate()?;
         let volume_size = match &opts.test_volume_size {
-            Some(s) => crate::kinds::dhv::parse_bytes("--test-volume-size", s)?,
+            Some(s) => crate::sizes::parse_bytes("--test-volume-size", s)?,
             None => 1 << 30,
         };
         let map = |flag: &str, p: &Option<PathBuf>| {
@@ -297,6 +296,39 @@ impl Suite for CsiSuite<'_> {
             None => node.clone(),
         };
 
+        // Nomad calls nothing but Probe until the plugin reports ready, counting its health
+        // timeout from the plugin's start.
+        let (started, counted_from) = match &launcher {
+            Some(l) => (l.started_at(), "the plugin's start"),
+            None => (std::time::Instant::now(), "the harness's first contact"),
+        };
+        let identity_conn = if plugin_type == PluginType::Controller {
+            &controller
+        } else {
+            &node
+        };
+        let readiness = crate::steps::csi::ready::wait_ready(
+            identity_conn,
+            started,
+            counted_from,
+            profile.csi.probe_deadline,
+            profile.csi.health_timeout,
+        )
+        .await;
+        // A split plugin: the controller is a task of its own, which Nomad waits for too.
+        let readiness = if plugin_type == PluginType::Monolith && controller_endpoint.is_some() {
+            let controller_ready = crate::steps::csi::ready::wait_ready(
+                &controller,
+                started,
+                counted_from,
+                profile.csi.probe_deadline,
+                profile.csi.health_timeout,
+            )
+            .await;
+            readiness.and(controller_ready)
+        } else {
+            readiness
+        };
         let probe = probe::probe(
             &controller,
             &node,
@@ -309,6 +341,17 @@ impl Suite for CsiSuite<'_> {
             .node_id
             .clone()
             .unwrap_or_else(|| probe.node_id.clone());
+        // Volumes to claim instead of creating them: for node-only runs, and for plugins whose
+        // controller cannot create (registered volumes).
+        if !user_volumes.is_empty()
+            && plugin_type != PluginType::Node
+            && probe.caps.controller.contains("CREATE_DELETE_VOLUME")
+        {
+            stop(&launcher).await;
+            return Err(HarnessError::Usage(
+                "--volume is for node-only runs and for plugins that cannot create volumes: this controller advertises CREATE_DELETE_VOLUME, so the suite creates its own".into(),
+            ));
+        }
         let facts = skips::RunFacts {
             plugin_type,
             launched: launcher.is_some(),
@@ -316,8 +359,13 @@ impl Suite for CsiSuite<'_> {
             user_volumes: !user_volumes.is_empty(),
             node_id_known: !node_id.is_empty() || probe.node_probed,
         };
-        for (key, reason) in skips::skips(clauses, selection, &probe, facts) {
-            selection.skip(&key, reason);
+        // A plugin that never became ready is never registered: what the capability probe then
+        // saw is no reason to skip anything, and every clause that needs a registered plugin is
+        // Blocked by CSI-IDENTITY-PROBE-READY-IN-TIME instead.
+        if readiness.ready() {
+            for (key, reason) in skips::skips(clauses, selection, &probe, facts) {
+                selection.skip(&key, reason);
+            }
         }
         let about = format!(
             "{} {} at {}",
@@ -342,6 +390,17 @@ impl Suite for CsiSuite<'_> {
         if let Some(l) = &launcher {
             details.insert("launched".into(), l.command_line());
         }
+        details.insert(
+            "ready".into(),
+            match readiness.ready_after {
+                Some(t) => format!(
+                    "Probe reported ready after {} (from {})",
+                    crate::fmt_duration(t),
+                    readiness.counted_from
+                ),
+                None => readiness.why_not(),
+            },
+        );
         let subject = Subject {
             plugin: match &opts.launch {
                 Some(cmd) => cmd.clone(),
@@ -361,10 +420,14 @@ impl Suite for CsiSuite<'_> {
                 node_id,
                 node_probed: probe.node_probed,
                 max_volumes_per_node: probe.max_volumes,
+                node_topology: probe.node_topology.clone(),
+                readiness,
                 attachments: AttachmentBudget::for_limit(probe.max_volumes),
                 user_volumes: (!user_volumes.is_empty())
                     .then(|| volumes::VolumePool::new(user_volumes)),
                 volume_size,
+                mount_fs_type: opts.mount_fs_type.clone().unwrap_or_default(),
+                mount_flags: opts.mount_flags.clone(),
                 volume_parameters,
                 snapshot_parameters,
                 secrets,

@@ -20,6 +20,8 @@ pub struct Probe {
     /// From the node plugin's NodeGetInfo (empty when it was not asked or gave none).
     pub node_id: String,
     pub max_volumes: i64,
+    /// NodeGetInfo's accessible_topology segments, when the node reports one.
+    pub node_topology: Option<std::collections::HashMap<String, String>>,
     /// Whether the node service was probed (node and monolith plugins).
     pub node_probed: bool,
     /// Calls that failed, by method: scenarios needing what they would have told are skipped.
@@ -211,6 +213,7 @@ pub async fn probe(
         Some(i) => {
             p.node_id = i.node_id;
             p.max_volumes = i.max_volumes_per_node;
+            p.node_topology = i.accessible_topology.map(|t| t.segments);
         }
         None => p.failed(&rpc),
     }

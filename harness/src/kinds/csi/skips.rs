@@ -4,7 +4,8 @@
 //! Tags: `requires-controller` / `requires-node` (the service), `requires-<CAP>` (a controller
 //! capability), `requires-node-<CAP>`, `requires-group`, `requires-group-<CAP>`,
 //! `requires-launch`, `requires-max-volumes`, `requires-mutable-parameters`,
-//! `requires-multi-writer`, `requires-block`.
+//! `requires-multi-writer`, `requires-block`, and `requires-volume`: a volume to claim, made by
+//! CreateVolume or, for node-only runs and plugins that cannot create, one of `--volume`.
 
 use crate::clauses::{CaseKey, ClauseSet};
 use crate::cli::PluginType;
@@ -18,7 +19,8 @@ pub struct RunFacts {
     pub plugin_type: PluginType,
     pub launched: bool,
     pub mutable_parameters: bool,
-    /// A node-only run was given volumes to claim (`--volume`).
+    /// The run was given volumes to claim (`--volume`): node-only runs, and plugins whose
+    /// controller cannot create volumes.
     pub user_volumes: bool,
     /// A node ID to publish to is known (NodeGetInfo, or `--node-id` for a controller-only run).
     pub node_id_known: bool,
@@ -62,6 +64,18 @@ fn reason(tag: &str, probe: &Probe, facts: RunFacts) -> Option<String> {
             if need == "block" { "block" } else { "multi-node-multi-writer" }
         )),
         "launch" | "max-volumes" | "mutable-parameters" | "multi-writer" | "block" => None,
+        // A volume to claim: created, or one of --volume (node-only runs, and controllers that
+        // cannot create, whose volumes are registered as `nomad volume register` does).
+        "volume" if node_only || !probe.caps.controller.contains("CREATE_DELETE_VOLUME") => {
+            (!facts.user_volumes).then(|| {
+                if node_only {
+                    "node-only run without volumes to claim: name existing ones with --volume ID[,CONTEXT]".into()
+                } else {
+                    "the plugin does not advertise CREATE_DELETE_VOLUME: name existing volumes to claim with --volume ID[,CONTEXT], as `nomad volume register` would register them".into()
+                }
+            })
+        }
+        "volume" => None,
         n if n.starts_with("group-") => {
             let cap = &n["group-".len()..];
             if node_only {
@@ -81,11 +95,6 @@ fn reason(tag: &str, probe: &Probe, facts: RunFacts) -> Option<String> {
                     .then(|| format!("the plugin does not advertise the node capability {cap}"))
             }
         }
-        // A node-only run claims the volumes the user named instead of creating them.
-        "CREATE_DELETE_VOLUME" if node_only => (!facts.user_volumes).then(|| {
-            "node-only run without volumes to claim: name existing ones with --volume ID[,CONTEXT]"
-                .into()
-        }),
         _ if node_only => Some(NODE_ONLY.into()),
         "PUBLISH_UNPUBLISH_VOLUME" if controller_only && !facts.node_id_known => Some(
             "controller-only run without --node-id: ControllerPublishVolume needs the node ID that the node plugin's NodeGetInfo reports".into(),
@@ -162,14 +171,19 @@ mod tests {
                 .unwrap()
                 .contains("node-only")
         );
-        // Volumes come from --volume.
-        assert_eq!(reason("requires-CREATE_DELETE_VOLUME", &p, f), None);
+        // Volumes come from --volume; CreateVolume itself is the controller's.
+        assert_eq!(reason("requires-volume", &p, f), None);
+        assert!(
+            reason("requires-CREATE_DELETE_VOLUME", &p, f)
+                .unwrap()
+                .contains("node-only")
+        );
         let without = RunFacts {
             user_volumes: false,
             ..f
         };
         assert!(
-            reason("requires-CREATE_DELETE_VOLUME", &p, without)
+            reason("requires-volume", &p, without)
                 .unwrap()
                 .contains("--volume")
         );
@@ -203,6 +217,24 @@ mod tests {
                 .contains("--node-id")
         );
         assert!(reason("requires-max-volumes", &p, f).is_some());
+    }
+
+    #[test]
+    fn a_controller_that_cannot_create_claims_the_volumes_it_is_given() {
+        let mut p = monolith_probe();
+        p.caps.controller.remove("CREATE_DELETE_VOLUME");
+        let f = facts(PluginType::Monolith);
+        assert_eq!(reason("requires-volume", &p, f), None);
+        assert!(reason("requires-CREATE_DELETE_VOLUME", &p, f).is_some());
+        let without = RunFacts {
+            user_volumes: false,
+            ..f
+        };
+        assert!(
+            reason("requires-volume", &p, without)
+                .unwrap()
+                .contains("CREATE_DELETE_VOLUME")
+        );
     }
 
     #[test]

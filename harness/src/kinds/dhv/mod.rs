@@ -14,14 +14,20 @@ use crate::clauses::ClauseSet;
 use crate::cli::DhvArgs;
 use crate::error::HarnessError;
 use crate::plugins::dhv::response::{VersionField, version_field};
-use crate::plugins::dhv::{EnvPolicy, Parameters, Plugin, fingerprint_env, quote};
+use crate::plugins::dhv::{EnvPolicy, Parameters, Plugin, fingerprint_env};
 use crate::profile::Profile;
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
+use crate::shell::quote;
+use crate::sizes::parse_bytes;
 use crate::steps::dhv::{DhvConfig, DhvWorld};
 
 pub const KIND: &str = "dhv";
 
-/// Check that `path` names an executable file; return its absolute path.
+/// Check that `path` names an executable file; return its absolute path, with symlinks kept:
+/// Nomad runs `filepath.Join(<plugin_dir>, <name>)` (client/hostvolumemanager/
+/// host_volume_plugin.go), so argv[0] and DHV_PLUGIN_DIR are the configured directory's even
+/// when the plugin is a symlink to a file elsewhere (a plugin reading its configuration from
+/// beside itself, as the docs suggest, reads it there).
 pub fn check_plugin(path: &Path) -> Result<PathBuf, HarnessError> {
     let shown = path.display();
     let meta = std::fs::metadata(path)
@@ -38,8 +44,25 @@ pub fn check_plugin(path: &Path) -> Result<PathBuf, HarnessError> {
             "plugin {shown} is not executable (Nomad only lists files with an execute bit; try chmod +x)"
         )));
     }
-    path.canonicalize()
-        .map_err(|e| HarnessError::Usage(format!("plugin {shown}: {}", io_reason(&e))))
+    let absolute = std::path::absolute(path)
+        .map_err(|e| HarnessError::Usage(format!("plugin {shown}: {}", io_reason(&e))))?;
+    Ok(clean(&absolute))
+}
+
+/// `path` with `.` and `..` resolved lexically, as Go's filepath.Join cleans it.
+fn clean(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(s) => out.push(s),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
 }
 
 fn io_reason(e: &std::io::Error) -> String {
@@ -48,20 +71,6 @@ fn io_reason(e: &std::io::Error) -> String {
         std::io::ErrorKind::PermissionDenied => "permission denied".into(),
         _ => e.to_string(),
     }
-}
-
-/// A byte count as Nomad's CLI reads one ("50MB" is 50,000,000; "50MiB" is 52,428,800),
-/// within int64.
-pub fn parse_bytes(flag: &str, s: &str) -> Result<i64, HarnessError> {
-    let n = s
-        .trim()
-        .parse::<bytesize::ByteSize>()
-        .map_err(|e| HarnessError::Usage(format!("{flag} {s:?} is not a size: {e}")))?
-        .as_u64();
-    i64::try_from(n)
-        .ok()
-        .filter(|n| *n < i64::MAX)
-        .ok_or_else(|| HarnessError::Usage(format!("{flag} {s:?} is larger than int64")))
 }
 
 fn parameters(flag: &str, json: &str) -> Result<Parameters, HarnessError> {
@@ -131,6 +140,10 @@ impl DhvSuite<'_> {
                 capture_limit,
                 output_close_grace: profile.harness.output_close_grace,
                 stray_settle: profile.harness.stray_settle,
+                agent: Some(PathBuf::from("/proc/self/exe")),
+                reports_dir: std::env::temp_dir(),
+                gate: Default::default(),
+                calls: Default::default(),
             }),
             parameters: params,
             failing_parameters: failing,
@@ -194,7 +207,15 @@ impl Suite for DhvSuite<'_> {
         _clauses: &ClauseSet,
         _selection: &mut Selection,
     ) -> Result<Prepared<DhvConfig>, HarnessError> {
-        let config = self.config(&start.profile)?;
+        let mut config = self.config(&start.profile)?;
+        // The stand-in for the agent writes its report of each call into the run's directory.
+        let reports = start.scratch.join("agent");
+        std::fs::create_dir_all(&reports).map_err(|e| {
+            HarnessError::Internal(format!("cannot create {}: {e}", reports.display()))
+        })?;
+        if let Some(p) = Arc::get_mut(&mut config.plugin) {
+            p.reports_dir = reports;
+        }
         let version = probe_version(&config.plugin, &start.profile, &start.scratch).await;
         let secrets = std::iter::once(&config.parameters)
             .chain(config.failing_parameters.as_ref())
@@ -245,20 +266,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_like_nomad() {
-        assert_eq!(parse_bytes("f", "50MB").unwrap(), 50_000_000);
-        assert_eq!(parse_bytes("f", "50MiB").unwrap(), 52_428_800);
-        assert_eq!(parse_bytes("f", "100").unwrap(), 100);
-        assert!(parse_bytes("f", "lots").is_err());
-        assert!(
-            parse_bytes("f", "20EiB")
-                .unwrap_err()
-                .to_string()
-                .contains("int64")
-        );
-    }
-
-    #[test]
     fn plugin_checks() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("p");
@@ -271,6 +278,14 @@ mod tests {
         );
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(check_plugin(&f).unwrap().is_absolute());
+        // A symlink is run as the link, in the directory it lies in, as Nomad runs it.
+        let sub = dir.path().join("impl");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::rename(&f, sub.join("p")).unwrap();
+        std::os::unix::fs::symlink("impl/p", &f).unwrap();
+        let linked = check_plugin(&dir.path().join("./impl/../p")).unwrap();
+        assert_eq!(linked, clean(&std::path::absolute(&f).unwrap()));
+        assert_eq!(linked.file_name().unwrap(), "p");
         assert!(
             check_plugin(dir.path())
                 .unwrap_err()

@@ -10,9 +10,10 @@ use nomad_conform_reports::model::Subject;
 use crate::clauses::{CaseKey, ClauseSet};
 use crate::cli::LockArgs;
 use crate::error::HarnessError;
-use crate::plugins::dhv::quote;
-use crate::plugins::lock::{ProbeCommand, Upstream};
+use crate::nomad_api::{AddrFallback, ApiSettings};
+use crate::plugins::lock::ProbeCommand;
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
+use crate::shell::quote;
 use crate::steps::lock::{LockConfig, LockWorld, Pattern, ServerChoice};
 
 pub const KIND: &str = "lock";
@@ -62,9 +63,12 @@ impl LockSuite<'_> {
         }
     }
 
-    fn rerun_prefix(&self) -> String {
+    fn rerun_prefix(&self, api: Option<&ApiSettings>) -> String {
         let (args, common) = (self.args, self.common);
         let mut parts = vec!["nomad-conform".to_string(), KIND.into()];
+        if let Some(api) = api {
+            parts.extend(api.rerun_flags());
+        }
         let mut flag = |name: &str, value: Option<String>| {
             if let Some(v) = value {
                 parts.push(name.into());
@@ -79,7 +83,6 @@ impl LockSuite<'_> {
         if args.path != crate::cli::DEFAULT_LOCK_PATH {
             flag("--path", Some(args.path.clone()));
         }
-        flag("--nomad-addr", args.nomad_addr.clone());
         flag("--kill-timeout", args.kill_timeout.clone());
         flag("--give-up", args.give_up.clone());
         flag("--stop-on-client-after", args.stop_on_client_after.clone());
@@ -144,6 +147,30 @@ fn check_program(pattern: &Pattern) -> Result<(), HarnessError> {
     }
 }
 
+/// Reach the agent once before any clause: a TLS problem or an agent that is not there is one
+/// line and exit 3, not a failure of every clause. Any HTTP answer will do (the token may not
+/// read the variable yet).
+async fn preflight(api: &ApiSettings, path: &str) -> Result<(), HarnessError> {
+    let target = crate::plugins::lock::api::lock_target(
+        path,
+        "",
+        api.namespace.as_deref(),
+        api.region.as_deref(),
+    )
+    .replace("?&", "?");
+    crate::nomad_api::call(
+        &api.target,
+        "GET",
+        &target,
+        api.token.as_deref(),
+        None,
+        Duration::from_secs(10),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| HarnessError::Internal(format!("failed to reach Nomad at {}: {e}", api.addr)))
+}
+
 /// Clauses the run cannot check, with the reason.
 fn skips(
     clauses: &ClauseSet,
@@ -196,25 +223,22 @@ impl Suite for LockSuite<'_> {
     ) -> Result<Prepared<LockConfig>, HarnessError> {
         let opts = self.args;
         let profile = &start.profile;
-        if let Some(t) = &opts.token {
-            crate::secrets::register(t);
-        }
+        let api = crate::nomad_api::settings::from_env(&opts.api, AddrFallback::Flag)?;
         let pattern = self.pattern()?;
         crate::secrets::register_from_command(pattern.command());
         check_program(&pattern)?;
         if opts.path.trim_matches('/').is_empty() {
             return Err(HarnessError::Usage("--path must name a variable".into()));
         }
-        let server = match &opts.nomad_addr {
+        if let Some(api) = &api {
+            api.warn();
+            preflight(api, opts.path.trim_start_matches('/')).await?;
+        }
+        let server = match &api {
             None => {
                 ServerChoice::Reference(profile.lock.server_profile().map_err(HarnessError::Usage)?)
             }
-            Some(addr) => ServerChoice::Nomad {
-                upstream: Upstream::parse(addr)
-                    .map_err(|e| HarnessError::Usage(format!("--nomad-addr: {e}")))?,
-                addr: addr.clone(),
-                token: opts.token.clone(),
-            },
+            Some(api) => ServerChoice::Nomad(Box::new(api.clone())),
         };
         let kill_timeout =
             duration("--kill-timeout", &opts.kill_timeout)?.unwrap_or(profile.lock.kill_timeout);
@@ -228,7 +252,7 @@ impl Suite for LockSuite<'_> {
         }
         let probe = ProbeCommand::current_exe()
             .map_err(|e| HarnessError::Internal(format!("the probe command: {e}")))?;
-        let rerun_prefix = self.rerun_prefix();
+        let rerun_prefix = self.rerun_prefix(api.as_ref());
         let config = LockConfig {
             pattern,
             path: opts.path.trim_start_matches('/').to_string(),
@@ -248,7 +272,7 @@ impl Suite for LockSuite<'_> {
             ServerChoice::Reference(p) => {
                 format!("the reference Variables server ({} numbers)", p.name)
             }
-            ServerChoice::Nomad { addr, .. } => format!("Nomad at {addr}"),
+            ServerChoice::Nomad(api) => format!("Nomad at {}", api.addr),
         };
         let about = format!(
             "{} client `{}` against {server_text}",
@@ -268,6 +292,9 @@ impl Suite for LockSuite<'_> {
                 },
             ),
         ];
+        if let Some(api) = &api {
+            details.extend(api.details());
+        }
         if let Some(g) = config.give_up {
             details.push(("give-up".into(), crate::fmt_duration(g)));
         }
@@ -288,7 +315,11 @@ impl Suite for LockSuite<'_> {
             about,
             rerun_prefix,
             jobs,
-            secrets: opts.token.iter().cloned().collect(),
+            secrets: api
+                .as_ref()
+                .and_then(|a| a.token.clone())
+                .into_iter()
+                .collect(),
         })
     }
 }

@@ -17,10 +17,11 @@ use nomad_conform_variables::{AclConfig, Listen, ServerConfig, Token, VariablesS
 use crate::clauses::{CaseKey, ClauseSet};
 use crate::cli::VariablesArgs;
 use crate::error::HarnessError;
-use crate::plugins::dhv::quote;
+use crate::nomad_api::{AddrFallback, ApiSettings};
 use crate::plugins::variables::{Call, Credential, Endpoint, send};
 use crate::profile::Profile;
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
+use crate::shell::quote;
 use crate::steps::variables::{Acl, Target, Timing, VariablesConfig, VariablesWorld, go_duration};
 use crate::world::RunCtx;
 
@@ -40,10 +41,9 @@ pub enum VariablesSuite<'a> {
         server: Option<Box<ServerConfig>>,
         common: &'a SuiteOptions,
     },
-    /// A Nomad agent.
+    /// A Nomad agent (address, TLS, management token, region).
     Nomad {
-        addr: &'a str,
-        token: Option<&'a str>,
+        api: Box<ApiSettings>,
         common: &'a SuiteOptions,
     },
 }
@@ -54,8 +54,18 @@ impl<'a> VariablesSuite<'a> {
         args: &'a VariablesArgs,
         common: &'a SuiteOptions,
     ) -> Result<Self, HarnessError> {
-        match &args.nomad_addr {
-            None if args.token.is_some() => Err(HarnessError::Usage(
+        // The scenarios choose their namespaces (and make some): a namespace of the user's
+        // would be silently ignored. NOMAD_NAMESPACE is ignored as the rest of a shell's
+        // environment is.
+        if args.api.namespace.is_some() {
+            return Err(HarnessError::Usage(
+                "--namespace is not for the variables suite: its scenarios use namespaces of their own"
+                    .into(),
+            ));
+        }
+        let api = crate::nomad_api::settings::from_env(&args.api, AddrFallback::Flag)?;
+        match api {
+            None if args.api.token.is_some() => Err(HarnessError::Usage(
                 "--token goes with --nomad-addr: the reference server is started with a management token of its own"
                     .into(),
             )),
@@ -63,14 +73,16 @@ impl<'a> VariablesSuite<'a> {
                 server: None,
                 common,
             }),
-            Some(_) if args.token.as_ref().is_some_and(|t| t.trim().is_empty()) => {
+            Some(_) if args.api.token.as_ref().is_some_and(|t| t.trim().is_empty()) => {
                 Err(HarnessError::Usage("--token is empty".into()))
             }
-            Some(addr) => Ok(VariablesSuite::Nomad {
-                addr,
-                token: args.token.as_deref(),
-                common,
-            }),
+            Some(api) => {
+                api.warn();
+                Ok(VariablesSuite::Nomad {
+                    api: Box::new(api),
+                    common,
+                })
+            }
         }
     }
 
@@ -93,7 +105,7 @@ impl<'a> VariablesSuite<'a> {
                     .unwrap_or_else(|| ServerConfig::localhost().with_profile(numbers));
                 reference_setup(common, server).await
             }
-            VariablesSuite::Nomad { addr, token, .. } => nomad_setup(addr, *token, numbers).await,
+            VariablesSuite::Nomad { api, .. } => nomad_setup(api, numbers).await,
         }
     }
 }
@@ -115,12 +127,13 @@ pub async fn run_reference(
 }
 
 async fn nomad_setup(
-    addr: &str,
-    token: Option<&str>,
+    api: &ApiSettings,
     numbers: nomad_conform_variables::Profile,
 ) -> Result<Setup, HarnessError> {
+    let addr = api.addr.as_str();
+    let token = api.token.as_deref();
     let endpoint =
-        Endpoint::parse(addr).map_err(|e| HarnessError::Usage(format!("--nomad-addr {e}")))?;
+        Endpoint::of_settings(api).map_err(|e| HarnessError::Usage(format!("--nomad-addr {e}")))?;
     if numbers.scale_divisor != 1 {
         eprintln!(
             "warning: the profile's [lock] server = {:?} expects the server at {addr} to enforce Nomad's lock numbers divided by {} (TTL from {}); a real Nomad enforces TTL 10s..24h: use the default profile",
@@ -132,15 +145,8 @@ async fn nomad_setup(
     let admin = Credential::management(token);
     let timing = Timing::for_numbers(&numbers);
     let probe = probe(&endpoint, &admin, token.is_some(), timing.request_timeout).await?;
-    let mut rerun = vec![
-        "nomad-conform".to_string(),
-        KIND.into(),
-        "--nomad-addr".into(),
-        quote(addr),
-    ];
-    if token.is_some() {
-        rerun.push("--token \"$NOMAD_TOKEN\"".into());
-    }
+    let mut rerun = vec!["nomad-conform".to_string(), KIND.into()];
+    rerun.extend(api.rerun_flags());
     Ok(Setup {
         target: Target::Nomad {
             addr: addr.to_string(),
@@ -153,7 +159,7 @@ async fn nomad_setup(
         subject: Subject {
             plugin: addr.to_string(),
             version: probe.version,
-            details: Default::default(),
+            details: api.details().into_iter().collect(),
         },
         server_text: format!("Nomad at {addr}"),
         rerun,
@@ -360,7 +366,7 @@ async fn probe(
     let base = endpoint.base();
     let acl = match me.status {
         None => {
-            return Err(HarnessError::Usage(format!(
+            return Err(HarnessError::Internal(format!(
                 "failed to reach the Nomad API at {base}: {}",
                 me.error.unwrap_or_default()
             )));
@@ -475,7 +481,10 @@ mod tests {
         );
         on.shutdown().await.unwrap();
         let gone = probe(&endpoint, &Credential::management(Some("root")), true, t).await;
-        assert!(matches!(gone, Err(HarnessError::Usage(ref m)) if m.contains("failed to reach")));
+        // A server that cannot be used: exit 3, not a usage error.
+        assert!(
+            matches!(gone, Err(HarnessError::Internal(ref m)) if m.contains("failed to reach"))
+        );
         off.shutdown().await.unwrap();
     }
 }

@@ -34,6 +34,8 @@ pub struct Launcher {
     /// Processes of the plugin that had left its process group (setsid) when it was stopped;
     /// the harness killed them.
     escaped: Mutex<Vec<crate::process::ProcInfo>>,
+    /// When the plugin was last started: Nomad's health timeout counts from there.
+    started: Mutex<Option<Instant>>,
 }
 
 impl Launcher {
@@ -51,6 +53,7 @@ impl Launcher {
             log: Arc::new(Mutex::new(Capture::new(LOG_LIMIT))),
             child: tokio::sync::Mutex::new(None),
             escaped: Mutex::new(Vec::new()),
+            started: Mutex::new(None),
         })
     }
 
@@ -66,14 +69,22 @@ impl Launcher {
         let state = dir.join("state");
         let argv: Vec<String> = fill(&self.template, &socket, &state)
             .iter()
-            .map(|w| crate::plugins::dhv::quote(w))
+            .map(|w| crate::shell::quote(w))
             .collect();
         format!(
             "mkdir -p {state} && (CSI_ENDPOINT=unix://{socket} {} &) && sleep 2",
             argv.join(" "),
-            state = crate::plugins::dhv::quote(&state.display().to_string()),
+            state = crate::shell::quote(&state.display().to_string()),
             socket = socket.display(),
         )
+    }
+
+    /// When the plugin was last started (now if it never was).
+    pub fn started_at(&self) -> Instant {
+        self.started
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(Instant::now)
     }
 
     /// The last lines the plugin printed.
@@ -97,6 +108,7 @@ impl Launcher {
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("failed to start {}: {e}", self.argv[0]))?;
+        *self.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         register_group(pgid);
         drain(child.stdout.take(), self.log.clone());

@@ -137,8 +137,8 @@ impl Rpc {
     pub fn reproduce(&self, socket: &Path) -> String {
         format!(
             "grpcurl -plaintext -import-path {} -proto csi/v1/csi.proto -unix -d {} {} {}",
-            crate::plugins::dhv::quote(&crate::plugins::proto_dir()),
-            crate::plugins::dhv::quote(&self.request.to_string()),
+            crate::shell::quote(&crate::plugins::proto_dir()),
+            crate::shell::quote(&self.request.to_string()),
             socket.display(),
             self.path.trim_start_matches('/')
         )

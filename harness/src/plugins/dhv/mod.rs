@@ -2,13 +2,14 @@
 //! variables. This module runs them exactly as Nomad does and records what happened; judging
 //! is left to the steps.
 
+pub mod agent;
 pub mod env;
 pub mod paths;
 pub mod response;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -17,6 +18,7 @@ use nomad_conform_reports::model::{ExitStatus, OpEvent, Request, Response};
 use crate::ledger::{Resource, TeardownOutcome};
 use crate::process::{self, ExecOutput, ExecSpec, REPORT_EXCERPT_BYTES};
 use crate::recorder::{CaseHandle, lock};
+use crate::shell::quote;
 
 pub use env::{Parameters, VolumeRequest, fingerprint_env};
 
@@ -44,7 +46,34 @@ pub struct Plugin {
     /// How long strays left in the plugin's group may finish on their own (see
     /// [`crate::process::ExecSpec::settle`]).
     pub stray_settle: Duration,
+    /// The stand-in for the Nomad agent that runs each call (see [`agent`]): the harness
+    /// binary, `/proc/self/exe`. `None` runs the plugin directly, in a group of its own.
+    pub agent: Option<PathBuf>,
+    /// Where the stand-in writes its report of each call.
+    pub reports_dir: PathBuf,
+    /// Every call takes this shared; a clause that must see the plugin alone (nothing else of
+    /// it running, see [`Plugin::alone`]) takes it exclusively.
+    pub gate: Arc<tokio::sync::RwLock<()>>,
+    /// Numbers the stand-in's report files.
+    pub calls: Arc<AtomicU64>,
 }
+
+/// How one call is made, beyond its operation and environment.
+#[derive(Clone, Debug, Default)]
+pub struct CallOpts {
+    pub expect: Option<Expect>,
+    /// A directory the stand-in bind-mounts over /tmp for the plugin (see [`agent`]).
+    pub private_tmp: Option<PathBuf>,
+    /// How long to wait for stdout and stderr to close once the plugin exited, instead of the
+    /// run's output-close grace: Nomad waits for them without a limit.
+    pub linger: Option<Duration>,
+    /// The caller holds [`Plugin::alone`]: do not take the gate again.
+    pub alone: bool,
+}
+
+/// Extra time the harness gives a call past its deadline, so that the stand-in, not the
+/// harness, applies the deadline the way Nomad does.
+const AGENT_MARGIN: Duration = Duration::from_secs(2);
 
 /// One finished invocation of the plugin.
 #[derive(Debug)]
@@ -58,6 +87,10 @@ pub struct Call {
     pub deadline: Duration,
     pub started: Instant,
     pub out: ExecOutput,
+    /// What the stand-in for the agent recorded, when the call ran under it.
+    pub agent: Option<agent::Report>,
+    /// Whether DHV_VOLUMES_DIR existed when the call was made (its reproduction makes it then).
+    pub volumes_dir_existed: bool,
 }
 
 /// Whether a call is expected to succeed: a call meant to fail (an impossible capacity) may not
@@ -96,27 +129,96 @@ impl Plugin {
         deadline: Duration,
         expect: Expect,
     ) -> Call {
+        let opts = CallOpts {
+            expect: Some(expect),
+            ..CallOpts::default()
+        };
+        self.invoke_opts(label, op, env, policy, cwd, deadline, &opts)
+            .await
+    }
+
+    /// Wait until no call of the plugin runs, and keep others from starting until the guard is
+    /// dropped: what a call made under it sees, no other call can have caused (a process a
+    /// concurrent call left, a file it wrote, a lock it holds). Calls made meanwhile pass
+    /// [`CallOpts::alone`].
+    pub async fn alone(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        self.gate.clone().write_owned().await
+    }
+
+    /// Run `<plugin> <op>` under the stand-in for the agent, with `opts`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn invoke_opts(
+        &self,
+        label: &str,
+        op: &str,
+        env: Vec<(String, String)>,
+        policy: EnvPolicy,
+        cwd: &Path,
+        deadline: Duration,
+        opts: &CallOpts,
+    ) -> Call {
+        let _shared = if opts.alone {
+            None
+        } else {
+            Some(self.gate.read().await)
+        };
         let inherit_env = match policy {
             EnvPolicy::Configured => self.inherit_env,
             EnvPolicy::Exact => false,
             EnvPolicy::Inherit => true,
         };
+        let (program, args, run_deadline, report) = match &self.agent {
+            Some(agent) => {
+                let n = self.calls.fetch_add(1, Ordering::SeqCst);
+                let report = self.reports_dir.join(format!("{n}.jsonl"));
+                let argv = agent::Args {
+                    report: report.clone(),
+                    deadline,
+                    private_tmp: opts.private_tmp.clone(),
+                    plugin: self.path.clone(),
+                    op: op.to_string(),
+                }
+                .to_argv();
+                (agent.clone(), argv, deadline + AGENT_MARGIN, Some(report))
+            }
+            None => (self.path.clone(), vec![op.to_string()], deadline, None),
+        };
         let spec = ExecSpec {
-            program: self.path.clone(),
-            args: vec![op.to_string()],
+            program,
+            args,
             env: env.clone(),
             inherit_env,
             cwd: Some(cwd.to_path_buf()),
-            deadline,
+            deadline: run_deadline,
             capture_limit: self.capture_limit,
-            linger_grace: self.output_close_grace,
+            linger_grace: opts.linger.unwrap_or(self.output_close_grace),
             settle: self.stray_settle,
-            file_size_limit: (expect == Expect::MeantToFail)
+            file_size_limit: (opts.expect == Some(Expect::MeantToFail))
                 .then_some(crate::disk_guard::FAILING_CALL_FILE_SIZE),
             disk_watch: crate::disk_guard::DiskWatch::new(&watched_dirs(cwd, &env)),
         };
+        let volumes_dir_existed = env
+            .iter()
+            .find(|(k, _)| k == "DHV_VOLUMES_DIR")
+            .is_some_and(|(_, v)| !v.is_empty() && Path::new(v).is_dir());
         let started = Instant::now();
-        let out = process::run(&spec).await;
+        let mut out = process::run(&spec).await;
+        let agent = report.map(|path| {
+            let r = agent::Report::read(&path);
+            let _ = std::fs::remove_file(&path);
+            r
+        });
+        if let Some(r) = &agent {
+            // The plugin's own status, unless the harness stopped the call itself (its
+            // backstop deadline, a filling disk) or the stand-in did not live to say.
+            let harness_stopped = matches!(
+                out.status,
+                ExitStatus::KilledAtDeadline | ExitStatus::StoppedByHarness { .. }
+            );
+            if let (false, Some(status)) = (harness_stopped, r.status()) {
+                out.status = status;
+            }
+        }
         Call {
             label: label.to_string(),
             argv: vec![self.path.display().to_string(), op.to_string()],
@@ -126,21 +228,34 @@ impl Plugin {
             deadline,
             started,
             out,
+            agent,
+            volumes_dir_existed,
         }
     }
 }
 
 impl Call {
-    /// A shell command that repeats this call exactly. It recreates the working and volumes
-    /// directories first, because the harness removes its scratch directories after a run.
+    /// A shell command that repeats this call exactly. It recreates the working directory and
+    /// the volumes directory first, because the harness removes its scratch directories after
+    /// a run; where the volumes directory did not exist at the call (the plugin's to make, as
+    /// with Nomad), only its parent.
     pub fn reproduce(&self) -> String {
         let cwd = quote(&self.cwd.display().to_string());
         let mut dirs = vec![cwd.clone()];
         if let Some(v) = self
             .env_var("DHV_VOLUMES_DIR")
             .filter(|v| v.starts_with('/'))
+            .map(Path::new)
+            .and_then(|v| {
+                if self.volumes_dir_existed {
+                    Some(v)
+                } else {
+                    v.parent()
+                }
+            })
+            .filter(|p| *p != Path::new("/"))
         {
-            dirs.push(quote(v));
+            dirs.push(quote(&v.display().to_string()));
         }
         let mut parts = vec![format!("mkdir -p {} && cd {cwd} && env", dirs.join(" "))];
         if !self.inherit_env {
@@ -177,6 +292,65 @@ impl Call {
         response::single_json(self.out.stdout.bytes(), self.out.stdout.total_bytes())
     }
 
+    /// How long stdout and stderr stayed open after the plugin ended (exited, or was killed at
+    /// its deadline), when that is known: the stand-in says when it ended.
+    pub fn output_held_after_exit(&self) -> Option<Duration> {
+        let ended = match self.agent.as_ref()?.ended.as_ref()? {
+            agent::Line::Ended { at_ms, .. } => Duration::from_millis(*at_ms),
+            _ => return None,
+        };
+        Some(self.out.wall.saturating_sub(ended))
+    }
+
+    /// Whether the plugin exited in time but stdout or stderr were still open at the call's
+    /// deadline (counted from its start, as Nomad's context is): Nomad's call would have hung
+    /// there. A call killed at its deadline is the deadline clause's (see
+    /// [`Call::deadline_note`]).
+    pub fn output_held_past_deadline(&self) -> bool {
+        !self.killed_at_deadline()
+            && (self.out.output_held_open || self.out.wall > self.deadline)
+            && self.output_held_after_exit().is_some_and(|h| !h.is_zero())
+    }
+
+    /// Signals the plugin (or a process it started) sent to its process group, which under
+    /// Nomad is the agent's, as the stand-in recorded them.
+    pub fn group_signals(&self) -> Vec<String> {
+        let Some(a) = &self.agent else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = a
+            .signals
+            .iter()
+            .filter_map(|l| match l {
+                agent::Line::Signal {
+                    name,
+                    from_pid,
+                    from,
+                    at_ms,
+                    ..
+                } => Some(format!(
+                    "{name} from pid {from_pid} ({}) after {at_ms}ms",
+                    if from.is_empty() {
+                        "gone by then"
+                    } else {
+                        from
+                    }
+                )),
+                _ => None,
+            })
+            .collect();
+        if a.started
+            && a.ended.is_none()
+            && let ExitStatus::Signaled { signal } = self.out.status
+        {
+            out.push(format!(
+                "{}: the stand-in itself was killed before the plugin ended (a signal to the whole group that cannot be caught)",
+                agent::signal_name(signal)
+            ));
+        }
+        out
+    }
+
     /// The value of one variable of the call's environment.
     pub fn env_var(&self, name: &str) -> Option<&str> {
         self.env
@@ -193,6 +367,9 @@ impl Call {
             crate::fmt_duration(self.out.wall),
             self.label
         );
+        if let Some(note) = self.deadline_note() {
+            s.push_str(&format!("\n{note}"));
+        }
         for (name, cap) in [("stdout", &self.out.stdout), ("stderr", &self.out.stderr)] {
             if cap.total_bytes() > 0 {
                 let ex = cap.excerpt(600);
@@ -200,6 +377,32 @@ impl Call {
             }
         }
         s
+    }
+
+    /// For a call killed at its deadline: what Nomad would have done next. It kills only the
+    /// plugin and then waits for the output to close, without a limit.
+    pub fn deadline_note(&self) -> Option<String> {
+        if !self.killed_at_deadline() {
+            return None;
+        }
+        let held = self.output_held_after_exit()?;
+        Some(if self.out.output_held_open {
+            format!(
+                "killed at the deadline; its output was still held open {} later by {}: Nomad's call would have gone on hanging until that process exits",
+                crate::fmt_duration(held),
+                self.out
+                    .held_output
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            format!(
+                "killed at the deadline (the plugin only, as Nomad does); its output closed {} later, when Nomad's call would have returned",
+                crate::fmt_duration(held)
+            )
+        })
     }
 
     pub fn event(&self, offset_ms: u64) -> OpEvent {
@@ -221,6 +424,14 @@ impl Call {
                 "still running after the plugin exited (killed by the harness): {}",
                 who.join(", ")
             ));
+        }
+        for signal in self.group_signals() {
+            notes.push(format!(
+                "signal to the plugin's process group (under Nomad, the agent's): {signal}"
+            ));
+        }
+        if let Some(note) = self.deadline_note() {
+            notes.push(note);
         }
         OpEvent {
             operation: self.label.clone(),
@@ -255,13 +466,6 @@ fn watched_dirs(cwd: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
         }
     }
     dirs
-}
-
-/// Shell-quote one word.
-pub fn quote(s: &str) -> String {
-    shlex::try_quote(s)
-        .map(|c| c.into_owned())
-        .unwrap_or_else(|_| format!("'{}'", s.replace('\0', "").replace('\'', r"'\''")))
 }
 
 /// A volume the plugin reported creating, undone by calling delete the way Nomad would.

@@ -40,15 +40,117 @@ pub fn single_json(stdout: Option<&[u8]>, total: u64) -> Result<Value, StdoutPro
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(StdoutProblem::Empty);
     }
-    serde_json::from_slice(bytes).map_err(|e| StdoutProblem::NotJson(e.to_string()))
+    // Go's decoder takes any bytes inside a string and replaces invalid UTF-8 with U+FFFD;
+    // outside a string they are a syntax error either way (U+FFFD is no JSON token either).
+    let text = String::from_utf8_lossy(bytes);
+    let depth = nesting_depth(text.as_bytes());
+    if depth > GO_MAX_DEPTH {
+        return Err(StdoutProblem::NotJson(format!(
+            "exceeded max depth: {depth} nested arrays or objects, more than the {GO_MAX_DEPTH} Go's decoder allows"
+        )));
+    }
+    let not_json = |e: serde_json::Error| StdoutProblem::NotJson(e.to_string());
+    if depth <= SHALLOW_DEPTH {
+        return serde_json::from_str(&text).map_err(not_json);
+    }
+    // Deeper than serde_json's own limit but within Go's: decoded on a thread with a stack
+    // large enough for it, and only the top levels kept (Nomad reads top-level fields only).
+    let owned = text.into_owned();
+    std::thread::Builder::new()
+        .name("dhv-deep-json".into())
+        .stack_size(512 << 20)
+        .spawn(move || {
+            use serde::Deserialize as _;
+            let mut de = serde_json::Deserializer::from_str(&owned);
+            de.disable_recursion_limit();
+            let v = Value::deserialize(&mut de).and_then(|v| de.end().map(|_| v));
+            v.map(|v| shallow(v, 2)).map_err(not_json)
+        })
+        .map_err(|e| StdoutProblem::NotJson(format!("cannot decode a deeply nested value: {e}")))?
+        .join()
+        .unwrap_or_else(|_| {
+            Err(StdoutProblem::NotJson(
+                "cannot decode a deeply nested value".into(),
+            ))
+        })
+}
+
+/// The nesting Go's decoder allows (`maxNestingDepth` in encoding/json/scanner.go).
+const GO_MAX_DEPTH: usize = 10_000;
+
+/// Up to this nesting serde_json decodes on any thread (its own limit is 128).
+const SHALLOW_DEPTH: usize = 100;
+
+/// The deepest nesting of arrays and objects in `bytes`, brackets inside strings not counted.
+fn nesting_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// `v` with every array and object below `keep` levels emptied (dropped here, on the thread
+/// whose stack can take it).
+fn shallow(v: Value, keep: usize) -> Value {
+    match v {
+        Value::Array(_) if keep == 0 => Value::Array(Vec::new()),
+        Value::Object(_) if keep == 0 => Value::Object(Map::new()),
+        Value::Array(a) => Value::Array(a.into_iter().map(|x| shallow(x, keep - 1)).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, x)| (k, shallow(x, keep - 1)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The only char of `it`, if it has exactly one (Go's mappings are rune to rune).
+fn one_char(mut it: impl Iterator<Item = char>) -> Option<char> {
+    let c = it.next()?;
+    it.next().is_none().then_some(c)
+}
+
+/// Go's case folding of a field name (encoding/json's foldName: ASCII letters upper-cased,
+/// any other rune mapped through unicode.ToUpper(unicode.ToLower(r))), so that `"PATH"`,
+/// `"Path"` and `"byteſ"` (U+017F folds to S) match as they do for Nomad.
+fn go_fold(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii() {
+                return c.to_ascii_uppercase();
+            }
+            let lower = one_char(c.to_lowercase()).unwrap_or(c);
+            one_char(lower.to_uppercase()).unwrap_or(lower)
+        })
+        .collect()
 }
 
 /// A field of an object, looked up like Go's decoder: keys compared case-insensitively, the
 /// last matching key in the document wins.
 pub fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    let name = go_fold(name);
     obj.iter()
         .rev()
-        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .find(|(k, _)| go_fold(k) == name)
         .map(|(_, v)| v)
 }
 
@@ -127,6 +229,14 @@ impl CreateResponse {
 pub fn create_response(v: &Value) -> Result<CreateResponse, String> {
     let obj = match v {
         Value::Object(o) => o,
+        // Go: unmarshalling null into a struct is a no-op, every field keeps its zero value.
+        Value::Null => {
+            return Ok(CreateResponse {
+                path: Field::Absent,
+                bytes: Field::Absent,
+                error: Field::Absent,
+            });
+        }
         other => return Err(format!("stdout is {}, not a JSON object", json_kind(other))),
     };
     Ok(CreateResponse {
@@ -192,6 +302,36 @@ mod tests {
             single_json(None, 10),
             Err(StdoutProblem::TooLarge { total: 10 })
         );
+    }
+
+    #[test]
+    fn decoded_as_go_decodes() {
+        // Invalid UTF-8 in a string becomes U+FFFD; outside a string it is an error.
+        let v = single_json(Some(b"{\"error\":\"a\xffb\"}"), 12).unwrap();
+        assert_eq!(v["error"], "a\u{fffd}b");
+        assert!(single_json(Some(b"{\"a\":1}\xff"), 8).is_err());
+        // Nesting beyond serde_json's 128 but within Go's 10000 decodes.
+        let deep = |n: usize| {
+            format!(
+                "{{\"x\":{}{},\"path\":\"/p\"}}",
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        let v = parse(&deep(5000)).unwrap();
+        assert_eq!(create_response(&v).unwrap().path, Field::Value("/p".into()));
+        assert!(
+            matches!(parse(&deep(10_001)), Err(StdoutProblem::NotJson(e)) if e.contains("max depth"))
+        );
+        // Brackets inside strings do not count.
+        assert_eq!(nesting_depth(br#"{"a":"[[[\"["}"#), 1);
+        // Unicode case folding of keys: U+017F (long s) folds to S, as in Go.
+        let v = parse("{\"byte\u{17f}\":7,\"PATH\":\"/q\"}").unwrap();
+        let r = create_response(&v).unwrap();
+        assert_eq!(r.bytes, Field::Value(7));
+        assert_eq!(r.path, Field::Value("/q".into()));
+        // A top-level null decodes into a struct as nothing at all.
+        assert_eq!(create_response(&Value::Null).unwrap().path, Field::Absent);
     }
 
     #[test]

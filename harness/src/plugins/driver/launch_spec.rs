@@ -9,7 +9,7 @@ use super::protocol::{
     APP_PROTOCOL_VERSION, DEFAULT_MAX_PORT, DEFAULT_MIN_PORT, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE,
     NOMAD_START_TIMEOUT,
 };
-use crate::plugins::dhv::quote;
+use crate::shell::quote;
 
 /// The environment the plugin starts from, before go-plugin's variables are added.
 #[derive(Clone, Debug, PartialEq, Eq)]

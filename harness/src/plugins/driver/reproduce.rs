@@ -14,7 +14,7 @@ pub fn reproduce_script(
     method: &str,
     request_json: &str,
 ) -> String {
-    use crate::plugins::dhv::quote;
+    use crate::shell::quote;
     format!(
         "out=$(mktemp); {start} >\"$out\" & pid=$!\n\
          until [ -s \"$out\" ]; do sleep 0.1; done\n\

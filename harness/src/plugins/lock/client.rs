@@ -110,6 +110,8 @@ pub struct ClientOptions {
     pub addr: ApiAddr,
     pub token: Option<String>,
     pub namespace: Option<String>,
+    /// NOMAD_REGION, as Nomad sets it in every task's environment.
+    pub region: Option<String>,
     /// The variable path the lock lives at.
     pub lock_path: String,
     /// The probe listener's socket.
@@ -137,6 +139,7 @@ impl ClientOptions {
             addr,
             token: None,
             namespace: None,
+            region: None,
             lock_path: lock_path.to_string(),
             probe_socket: probe_socket.to_path_buf(),
             probe,
@@ -163,6 +166,9 @@ impl ClientOptions {
         if let Some(ns) = &self.namespace {
             env.push(("NOMAD_NAMESPACE".to_string(), ns.clone()));
         }
+        if let Some(r) = &self.region {
+            env.push(("NOMAD_REGION".to_string(), r.clone()));
+        }
         env.push((
             "NOMAD_CONFORM_LOCK_PATH".to_string(),
             self.lock_path.clone(),
@@ -187,7 +193,7 @@ impl ClientOptions {
 pub fn substitute(command: &str, values: &[(&str, &str)]) -> String {
     let mut out = command.to_string();
     for (name, value) in values {
-        out = out.replace(&format!("{{{name}}}"), &crate::plugins::dhv::quote(value));
+        out = out.replace(&format!("{{{name}}}"), &crate::shell::quote(value));
     }
     out
 }
@@ -416,7 +422,7 @@ impl RunningClient {
                 }
                 let line = command
                     .replace("{protected}", &opts.protected_line())
-                    .replace("{path}", &crate::plugins::dhv::quote(&opts.lock_path));
+                    .replace("{path}", &crate::shell::quote(&opts.lock_path));
                 let argv = task_argv(&line);
                 let s = spawn_task(
                     "shim",

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant, SystemTime};
 use nomad_conform_reports::model::{OpEvent, Request, Response};
 use serde::Serialize;
 
-use super::proxy::Upstream;
 use super::proxy_faults::{Fault, FaultSource, Operation, RuleId};
+use crate::nomad_api::Upstream;
 
 /// Bytes of a request or response body kept in a record.
 pub const BODY_EXCERPT: usize = 4096;
@@ -79,6 +79,11 @@ pub struct Exchange {
     pub lock_id: Option<String>,
     /// Where the proxy forwards to (for the reproduce command).
     pub upstream: Upstream,
+    /// The upstream speaks TLS (`https://`).
+    pub https: bool,
+    /// curl's TLS flags for the upstream (`--cacert ...`), for the reproduce command.
+    #[serde(skip)]
+    pub curl_tls: Vec<String>,
     /// Whether the proxy adds a token of its own when the client sends none.
     pub proxy_adds_token: bool,
 }
@@ -98,10 +103,14 @@ impl Exchange {
         }
     }
 
+    fn scheme(&self) -> &'static str {
+        if self.https { "https" } else { "http" }
+    }
+
     /// A `curl` command that sends the same request straight to the upstream. The token is
     /// written as `$NOMAD_TOKEN` (set it before running); a body cut at 4 KiB stays cut.
     pub fn reproduce(&self) -> String {
-        let q = crate::plugins::dhv::quote;
+        let q = crate::shell::quote;
         let mut cmd = String::from("curl -sS -i");
         let url = match &self.upstream {
             Upstream::Unix(path) => {
@@ -111,9 +120,15 @@ impl Exchange {
                 ));
                 format!("http://localhost{}", self.target())
             }
-            Upstream::Tcp(addr) => format!("http://{addr}{}", self.target()),
-            Upstream::Http { authority } => format!("http://{authority}{}", self.target()),
+            Upstream::Tcp(addr) => format!("{}://{addr}{}", self.scheme(), self.target()),
+            Upstream::Http { authority } => {
+                format!("{}://{authority}{}", self.scheme(), self.target())
+            }
         };
+        for flag in &self.curl_tls {
+            cmd.push(' ');
+            cmd.push_str(flag);
+        }
         cmd.push_str(&format!(" -X {}", q(&self.method)));
         if self.token_sent || self.proxy_adds_token {
             cmd.push_str(" -H \"X-Nomad-Token: $NOMAD_TOKEN\"");
@@ -249,6 +264,8 @@ pub(crate) mod tests {
             outcome: Outcome::Forwarded,
             lock_id: None,
             upstream: Upstream::Tcp("127.0.0.1:4646".parse().unwrap()),
+            https: false,
+            curl_tls: Vec::new(),
             proxy_adds_token: false,
         }
     }

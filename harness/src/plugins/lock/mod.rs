@@ -21,5 +21,5 @@ pub use client::{
 };
 pub use exchange::{Exchange, Outcome};
 pub use probe::{ProbeArgs, ProbeCommand, ProbeInterval, ProbeListener};
-pub use proxy::{Listen, Proxy, ProxyConfig, Upstream};
+pub use proxy::{Listen, Proxy, ProxyConfig};
 pub use proxy_faults::{Campaign, Fault, FaultRates, FaultRule, Operation, PartitionMode};

@@ -261,7 +261,7 @@ impl ProbeCommand {
     ) -> String {
         self.argv(socket, label, exit_after)
             .iter()
-            .map(|a| crate::plugins::dhv::quote(a))
+            .map(|a| crate::shell::quote(a))
             .collect::<Vec<_>>()
             .join(" ")
     }

@@ -1,5 +1,7 @@
 //! A fault-injecting HTTP/1.1 proxy between one lock client and a Variables API (the reference
-//! server, over TCP or its unix socket, or a real Nomad agent at `http://host:port`).
+//! server, over TCP or its unix socket, or a real Nomad agent at `http://` or `https://`: the
+//! client speaks plain HTTP to the proxy, the proxy forwards through the project's Nomad API
+//! client, [`crate::nomad_api`], in TLS when the agent wants it).
 //!
 //! One proxy is started per client, with the client's label, so every recorded [`Exchange`]
 //! knows whose it is. Each request is classified ([`Operation`]), run through the fault plan
@@ -40,8 +42,6 @@ use super::proxy_faults::{
 /// Failures of the proxy.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
-    #[error("failed to parse the upstream address {addr:?}: {why}")]
-    BadUpstream { addr: String, why: String },
     #[error("failed to listen on {addr}: {source}")]
     Listen {
         addr: String,
@@ -68,83 +68,9 @@ impl Listen {
     }
 }
 
-/// Where the proxy forwards to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", content = "addr", rename_all = "kebab-case")]
-pub enum Upstream {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
-    /// A host name and port (`nomad.example:4646`), resolved at each connection.
-    Http {
-        authority: String,
-    },
-}
-
-impl Upstream {
-    /// `http://host:port` (a path or trailing slash is ignored) or `unix:///path`.
-    pub fn parse(addr: &str) -> Result<Upstream, ProxyError> {
-        let bad = |why: &str| ProxyError::BadUpstream {
-            addr: addr.to_string(),
-            why: why.to_string(),
-        };
-        if let Some(path) = addr.strip_prefix("unix://") {
-            if !path.starts_with('/') {
-                return Err(bad("a unix socket path must be absolute (unix:///path)"));
-            }
-            return Ok(Upstream::Unix(PathBuf::from(path)));
-        }
-        let Some(rest) = addr.strip_prefix("http://") else {
-            return Err(bad("only http:// and unix:// upstreams are supported"));
-        };
-        let authority = rest.split('/').next().unwrap_or_default();
-        if authority.is_empty() || authority.contains('@') {
-            return Err(bad("expected http://host:port"));
-        }
-        if let Ok(sa) = authority.parse::<SocketAddr>() {
-            return Ok(Upstream::Tcp(sa));
-        }
-        let authority = if has_port(authority) {
-            authority.to_string()
-        } else {
-            // Nomad's HTTP port.
-            format!("{authority}:4646")
-        };
-        Ok(Upstream::Http { authority })
-    }
-
-    /// The reference server's address.
-    pub fn of_server(server: &nomad_conform_variables::ServerHandle) -> Upstream {
-        match (server.addr(), server.socket_path()) {
-            (Some(addr), _) => Upstream::Tcp(addr),
-            (None, Some(path)) => Upstream::Unix(path.to_path_buf()),
-            (None, None) => Upstream::Http {
-                authority: server
-                    .nomad_addr()
-                    .trim_start_matches("http://")
-                    .to_string(),
-            },
-        }
-    }
-
-    pub fn host_header(&self) -> String {
-        match self {
-            Upstream::Tcp(addr) => addr.to_string(),
-            Upstream::Unix(_) => "localhost".to_string(),
-            Upstream::Http { authority } => authority.clone(),
-        }
-    }
-}
-
-fn has_port(authority: &str) -> bool {
-    match authority.rsplit_once(':') {
-        Some((host, port)) => {
-            !port.is_empty()
-                && port.bytes().all(|b| b.is_ascii_digit())
-                && (!host.contains(':') || host.ends_with(']'))
-        }
-        None => false,
-    }
-}
+// Where the proxy forwards to: the project's Nomad API client's target (plain, unix or TLS),
+// see [`crate::nomad_api`].
+use crate::nomad_api::{CallError, Target};
 
 /// Everything [`Proxy::start`] needs.
 #[derive(Clone, Debug)]
@@ -152,7 +78,7 @@ pub struct ProxyConfig {
     /// The client this proxy serves; every exchange carries it.
     pub label: String,
     pub listen: Listen,
-    pub upstream: Upstream,
+    pub upstream: Target,
     /// Sent as `X-Nomad-Token` when the client sends none.
     pub token: Option<String>,
     /// Most exchanges kept (later ones are counted, not kept).
@@ -166,7 +92,7 @@ pub struct ProxyConfig {
 impl ProxyConfig {
     /// Listening on `127.0.0.1:0`, no token, 100 000 records, 60 s upstream timeout, 16 MiB
     /// bodies.
-    pub fn new(label: &str, upstream: Upstream) -> ProxyConfig {
+    pub fn new(label: &str, upstream: Target) -> ProxyConfig {
         ProxyConfig {
             label: label.to_string(),
             listen: Listen::localhost(),
@@ -366,7 +292,7 @@ impl Proxy {
         &self.inner.config.label
     }
 
-    pub fn upstream(&self) -> &Upstream {
+    pub fn upstream(&self) -> &Target {
         &self.inner.config.upstream
     }
 
@@ -712,7 +638,15 @@ async fn handle(
             fault: None,
             outcome: Outcome::Interrupted,
             lock_id: None,
-            upstream: inner.config.upstream.clone(),
+            upstream: inner.config.upstream.upstream.clone(),
+            https: inner.config.upstream.tls.is_some(),
+            curl_tls: inner
+                .config
+                .upstream
+                .tls
+                .as_ref()
+                .map(|t| t.curl_flags())
+                .unwrap_or_default(),
             proxy_adds_token: inner.config.token.is_some(),
         }),
     };
@@ -881,47 +815,36 @@ async fn forward(
     body: Bytes,
 ) -> Result<(StatusCode, HeaderMap, Bytes), String> {
     let upstream = &inner.config.upstream;
-    let exchange = async {
-        let mut sender = connect(upstream).await?;
-        let target = parts
-            .uri
-            .path_and_query()
-            .map(|pq| pq.as_str())
-            .unwrap_or("/");
-        let mut req = Request::builder()
-            .method(parts.method.clone())
-            .uri(target)
-            .body(Full::new(body))
-            .map_err(|e| format!("failed to build the upstream request: {e}"))?;
-        let headers = req.headers_mut();
-        for (name, value) in parts.headers.iter() {
-            if !is_hop_by_hop(name) && name != header::HOST && name != header::CONTENT_LENGTH {
-                headers.append(name.clone(), value.clone());
-            }
+    let target = parts
+        .uri
+        .path_and_query()
+        .map(|pq| pq.as_str())
+        .unwrap_or("/");
+    let mut req = Request::builder()
+        .method(parts.method.clone())
+        .uri(target)
+        .body(Full::new(body))
+        .map_err(|e| format!("failed to build the upstream request: {e}"))?;
+    let headers = req.headers_mut();
+    for (name, value) in parts.headers.iter() {
+        if !is_hop_by_hop(name) && name != header::HOST && name != header::CONTENT_LENGTH {
+            headers.append(name.clone(), value.clone());
         }
-        if let Ok(host) = HeaderValue::from_str(&upstream.host_header()) {
-            headers.insert(header::HOST, host);
-        }
-        if let Some(token) = &inner.config.token
-            && !headers.contains_key("x-nomad-token")
-            && let Ok(v) = HeaderValue::from_str(token)
-        {
-            headers.insert(HeaderName::from_static("x-nomad-token"), v);
-        }
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| format!("failed to get an answer from the upstream: {e}"))?;
-        let (rparts, rbody) = resp.into_parts();
-        let bytes = Limited::new(rbody, inner.config.max_body)
-            .collect()
-            .await
-            .map_err(|e| format!("failed to read the upstream's answer: {e}"))?
-            .to_bytes();
-        Ok((rparts.status, rparts.headers, bytes))
-    };
+    }
+    if let Ok(host) = HeaderValue::from_str(&upstream.upstream.host_header()) {
+        headers.insert(header::HOST, host);
+    }
+    if let Some(token) = &inner.config.token
+        && !headers.contains_key("x-nomad-token")
+        && let Ok(v) = HeaderValue::from_str(token)
+    {
+        headers.insert(HeaderName::from_static("x-nomad-token"), v);
+    }
+    let exchange = crate::nomad_api::exchange(upstream, req, inner.config.max_body);
     match tokio::time::timeout(inner.config.upstream_timeout, exchange).await {
-        Ok(r) => r,
+        Ok(Ok((rparts, bytes))) => Ok((rparts.status, rparts.headers, bytes)),
+        Ok(Err(e @ CallError::Connect(_))) => Err(e.to_string()),
+        Ok(Err(e)) => Err(format!("the upstream failed: {e}")),
         Err(_) => Err(format!(
             "no answer from the upstream within {}",
             crate::fmt_duration(inner.config.upstream_timeout)
@@ -929,84 +852,10 @@ async fn forward(
     }
 }
 
-/// A new HTTP/1 connection to `upstream`.
-pub async fn connect(
-    upstream: &Upstream,
-) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, String> {
-    match upstream {
-        Upstream::Tcp(addr) => {
-            let s = TcpStream::connect(addr)
-                .await
-                .map_err(|e| format!("failed to connect to {addr}: {e}"))?;
-            handshake(s).await
-        }
-        Upstream::Http { authority } => {
-            let s = TcpStream::connect(authority.as_str())
-                .await
-                .map_err(|e| format!("failed to connect to {authority}: {e}"))?;
-            handshake(s).await
-        }
-        Upstream::Unix(path) => {
-            let s = UnixStream::connect(path)
-                .await
-                .map_err(|e| format!("failed to connect to {}: {e}", path.display()))?;
-            handshake(s).await
-        }
-    }
-}
-
-async fn handshake<S>(
-    stream: S,
-) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, String>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("failed to start HTTP with the upstream: {e}"))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn upstreams_parse() {
-        assert_eq!(
-            Upstream::parse("http://127.0.0.1:4646").unwrap(),
-            Upstream::Tcp("127.0.0.1:4646".parse().unwrap())
-        );
-        assert_eq!(
-            Upstream::parse("http://nomad.service:4646/").unwrap(),
-            Upstream::Http {
-                authority: "nomad.service:4646".into()
-            }
-        );
-        assert_eq!(
-            Upstream::parse("http://nomad.service").unwrap(),
-            Upstream::Http {
-                authority: "nomad.service:4646".into()
-            }
-        );
-        assert_eq!(
-            Upstream::parse("unix:///secrets/api.sock").unwrap(),
-            Upstream::Unix("/secrets/api.sock".into())
-        );
-        for bad in [
-            "https://x:4646",
-            "unix://rel.sock",
-            "http://",
-            "x:1",
-            "http://u@h:1",
-        ] {
-            let e = Upstream::parse(bad).unwrap_err().to_string();
-            assert!(e.starts_with("failed to parse the upstream address"), "{e}");
-        }
-    }
+    use crate::nomad_api::Upstream;
 
     #[test]
     fn error_bodies_look_like_nomads() {
@@ -1016,8 +865,10 @@ mod tests {
     }
 
     async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
-        let s = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        let mut sender = handshake(s).await?;
+        let (mut sender, _) =
+            crate::nomad_api::client::connect(&Target::plain(Upstream::Tcp(addr)))
+                .await
+                .map_err(|e| e.to_string())?;
         let req = Request::builder()
             .method("PUT")
             .uri(path)
@@ -1066,7 +917,8 @@ mod tests {
     async fn forwards_records_and_injects() {
         let (up, _task) = echo_upstream().await;
         let proxy = Proxy::start(
-            ProxyConfig::new("c1", Upstream::Tcp(up)).with_token(Some("secret".into())),
+            ProxyConfig::new("c1", Target::plain(Upstream::Tcp(up)))
+                .with_token(Some("secret".into())),
         )
         .await
         .unwrap();
@@ -1104,7 +956,7 @@ mod tests {
     #[tokio::test]
     async fn latency_is_added() {
         let (up, _task) = echo_upstream().await;
-        let proxy = Proxy::start(ProxyConfig::new("c", Upstream::Tcp(up)))
+        let proxy = Proxy::start(ProxyConfig::new("c", Target::plain(Upstream::Tcp(up))))
             .await
             .unwrap();
         proxy.inject_until_cleared(
@@ -1130,7 +982,7 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let dead = l.local_addr().unwrap();
         drop(l);
-        let proxy = Proxy::start(ProxyConfig::new("c", Upstream::Tcp(dead)))
+        let proxy = Proxy::start(ProxyConfig::new("c", Target::plain(Upstream::Tcp(dead))))
             .await
             .unwrap();
         assert!(http_get(proxy.addr().unwrap(), "/v1/var/a").await.is_err());
@@ -1144,7 +996,7 @@ mod tests {
     #[tokio::test]
     async fn hang_partition_holds_then_forwards() {
         let (up, _task) = echo_upstream().await;
-        let proxy = Proxy::start(ProxyConfig::new("c", Upstream::Tcp(up)))
+        let proxy = Proxy::start(ProxyConfig::new("c", Target::plain(Upstream::Tcp(up))))
             .await
             .unwrap();
         proxy.partition_for(PartitionMode::Hang, Duration::from_millis(300));
@@ -1170,7 +1022,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_giving_up_during_a_hang_is_recorded_as_interrupted() {
         let (up, _task) = echo_upstream().await;
-        let proxy = Proxy::start(ProxyConfig::new("c", Upstream::Tcp(up)))
+        let proxy = Proxy::start(ProxyConfig::new("c", Target::plain(Upstream::Tcp(up))))
             .await
             .unwrap();
         proxy.partition_for(PartitionMode::Hang, Duration::from_millis(400));
@@ -1196,7 +1048,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("p.sock");
         let proxy = Proxy::start(
-            ProxyConfig::new("u", Upstream::Tcp(up)).with_listen(Listen::Unix(sock.clone())),
+            ProxyConfig::new("u", Target::plain(Upstream::Tcp(up)))
+                .with_listen(Listen::Unix(sock.clone())),
         )
         .await
         .unwrap();

@@ -6,51 +6,71 @@ use std::time::{Duration, Instant};
 
 use nomad_conform_reports::model::{OpEvent, Request as EvRequest, Response as EvResponse};
 
-use crate::plugins::dhv::quote;
-use crate::plugins::lock::Upstream;
+use crate::nomad_api::{ApiSettings, Target, Upstream};
+use crate::shell::quote;
+
 /// Longest body kept in a record or shown in a message.
 const EXCERPT: usize = 4096;
 
-/// Where the Variables API listens: `host:port` of an `http://` address.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the Variables API listens: the reference server's TCP address, or an agent's
+/// `http://` or `https://` address with its TLS and region.
+#[derive(Clone, Debug)]
 pub struct Endpoint {
-    pub authority: String,
+    pub target: Target,
+    /// Sent as `region=` on every request (the nomad CLI's -region).
+    pub region: Option<String>,
+    /// curl's TLS flags for reproduce lines (`--cacert ...`).
+    pub curl_tls: Vec<String>,
 }
 
+/// Two endpoints are the same API when they have the same address and region.
+impl PartialEq for Endpoint {
+    fn eq(&self, other: &Endpoint) -> bool {
+        self.target.base == other.target.base && self.region == other.region
+    }
+}
+
+impl Eq for Endpoint {}
+
 impl Endpoint {
-    /// `http://host[:port][/...]`; Nomad's port 4646 when none is given.
-    pub fn parse(addr: &str) -> Result<Endpoint, String> {
-        if addr.starts_with("https://") {
+    /// An agent's API; a unix socket is refused (the suite's reproduce lines are `curl URL`).
+    pub fn of_settings(api: &ApiSettings) -> Result<Endpoint, String> {
+        if let Upstream::Unix(_) = api.target.upstream {
             return Err(format!(
-                "{addr}: https is not supported; give the agent's plain http address (or a local TLS-terminating proxy in front of it)"
+                "{}: expected http://HOST:PORT or https://HOST:PORT",
+                api.addr
             ));
         }
-        match Upstream::parse(addr).map_err(|e| e.to_string())? {
-            Upstream::Tcp(sa) => Ok(Endpoint {
-                authority: sa.to_string(),
-            }),
-            Upstream::Http { authority } => Ok(Endpoint { authority }),
-            Upstream::Unix(_) => Err(format!("{addr}: expected http://host:port")),
-        }
+        Ok(Endpoint {
+            target: api.target.clone(),
+            region: api.region.clone(),
+            curl_tls: api.curl_flags(),
+        })
     }
 
     /// The reference server's TCP address.
     pub fn of_server(server: &nomad_conform_variables::ServerHandle) -> Option<Endpoint> {
         server.addr().map(|a| Endpoint {
-            authority: a.to_string(),
+            target: Target::plain(Upstream::Tcp(a)),
+            region: None,
+            curl_tls: Vec::new(),
         })
     }
 
-    /// Where [`call`] connects.
-    fn upstream(&self) -> Upstream {
-        Upstream::Http {
-            authority: self.authority.clone(),
-        }
+    /// `http://host:port` or `https://host:port`
+    pub fn base(&self) -> String {
+        self.target.base.clone()
     }
 
-    /// `http://host:port`
-    pub fn base(&self) -> String {
-        format!("http://{}", self.authority)
+    /// `target` with this endpoint's region added.
+    fn with_region(&self, target: &str) -> String {
+        match &self.region {
+            None => target.to_string(),
+            Some(r) => {
+                let sep = if target.contains('?') { '&' } else { '?' };
+                format!("{target}{sep}region={}", encode_query(r))
+            }
+        }
     }
 }
 
@@ -134,6 +154,8 @@ pub struct Exchange {
     pub credential: Credential,
     /// `http://host:port` the request went to.
     pub base: String,
+    /// curl's TLS flags for that address.
+    pub curl_tls: Vec<String>,
     /// `None` when no answer came (the failure is in `error`).
     pub status: Option<u16>,
     /// The `X-Nomad-Index` header.
@@ -184,6 +206,10 @@ impl Exchange {
     /// The `curl` command that sends the same request again.
     pub fn curl(&self) -> String {
         let mut cmd = format!("curl -sS -i -X {}", self.method);
+        for flag in &self.curl_tls {
+            cmd.push(' ');
+            cmd.push_str(flag);
+        }
         if !self.credential.shown_as.is_empty() {
             if self.credential.shown_as.starts_with('$') {
                 cmd.push_str(&format!(
@@ -284,8 +310,12 @@ pub fn encode_query(value: &str) -> String {
 /// Send `call` to `endpoint` on a new connection, within `timeout`.
 pub async fn send(endpoint: &Endpoint, call: Call, timeout: Duration) -> Exchange {
     let at = Instant::now();
-    let result = crate::plugins::lock::api::call(
-        &endpoint.upstream(),
+    let call = Call {
+        target: endpoint.with_region(&call.target),
+        ..call
+    };
+    let result = crate::nomad_api::call(
+        &endpoint.target,
         call.method,
         &call.target,
         call.credential.secret.as_deref(),
@@ -296,7 +326,7 @@ pub async fn send(endpoint: &Endpoint, call: Call, timeout: Duration) -> Exchang
     let duration = at.elapsed();
     let (status, index, body, error) = match result {
         Ok(a) => (Some(a.status), a.index, a.body, None),
-        Err(e) => (None, None, String::new(), Some(e)),
+        Err(e) => (None, None, String::new(), Some(e.to_string())),
     };
     Exchange {
         operation: call.operation,
@@ -305,6 +335,7 @@ pub async fn send(endpoint: &Endpoint, call: Call, timeout: Duration) -> Exchang
         request_body: call.body,
         credential: call.credential,
         base: endpoint.base(),
+        curl_tls: endpoint.curl_tls.clone(),
         status,
         index,
         body,
@@ -319,26 +350,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn addresses() {
+    fn regions_are_added_to_every_target() {
+        let e = Endpoint {
+            target: Target::plain(Upstream::Tcp("127.0.0.1:1".parse().unwrap())),
+            region: Some("eu west".into()),
+            curl_tls: vec!["--cacert /ca.pem".into()],
+        };
+        assert_eq!(e.with_region("/v1/var/a"), "/v1/var/a?region=eu%20west");
         assert_eq!(
-            Endpoint::parse("http://127.0.0.1:4646/").unwrap().authority,
-            "127.0.0.1:4646"
+            e.with_region("/v1/var/a?namespace=x"),
+            "/v1/var/a?namespace=x&region=eu%20west"
         );
-        assert_eq!(
-            Endpoint::parse("http://nomad.example").unwrap().authority,
-            "nomad.example:4646"
-        );
-        assert_eq!(
-            Endpoint::parse("http://[::1]:8080").unwrap().authority,
-            "[::1]:8080"
-        );
-        assert_eq!(
-            Endpoint::parse("http://[::1]").unwrap().authority,
-            "[::1]:4646"
-        );
-        assert!(Endpoint::parse("https://x").unwrap_err().contains("https"));
-        assert!(Endpoint::parse("nomad:4646").is_err());
-        assert!(Endpoint::parse("http://user@x").is_err());
+        assert_eq!(e.base(), "http://127.0.0.1:1");
     }
 
     #[test]
@@ -350,6 +373,7 @@ mod tests {
             request_body: Some(r#"{"Items":{"k":"it's"}}"#.into()),
             credential: Credential::scenario("reader-1", "s3cr3t"),
             base: "http://127.0.0.1:1".into(),
+            curl_tls: vec!["--cacert /etc/nomad.d/ca.pem".into()],
             status: Some(403),
             index: None,
             body: "Permission denied".into(),
@@ -363,6 +387,7 @@ mod tests {
             "{curl}"
         );
         assert!(!curl.contains("s3cr3t"), "{curl}");
+        assert!(curl.contains(" --cacert /etc/nomad.d/ca.pem "), "{curl}");
         assert!(
             curl.ends_with("'http://127.0.0.1:1/v1/var/a?namespace=ns'"),
             "{curl}"

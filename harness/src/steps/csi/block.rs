@@ -122,7 +122,17 @@ async fn has_written(w: &mut CsiWorld) -> StepResult {
 
 #[when("Nomad claims the volume for a new allocation")]
 async fn claims_again(w: &mut CsiWorld) -> StepResult {
-    let mut calls = std::mem::take(&mut w.last);
+    let calls = std::mem::take(&mut w.last);
+    // The release before this claim is CSI-NOMAD-RELEASE's to judge (NOT_FOUND is done).
+    if let Some(bad) = calls.iter().find(|c| !super::common::ok_or_not_found(c)) {
+        return Err(w.precondition(
+            "CSI-NOMAD-RELEASE",
+            "the release of the first allocation succeeds",
+            &bad.summary(),
+            &[bad],
+        ));
+    }
+    let mut calls = calls;
     calls.extend(claim_as(w, 0, false, false).await?);
     w.last = calls;
     Ok(())

@@ -125,10 +125,12 @@ fn some_vol(w: &CsiWorld) -> Vol {
     w.vols.first().cloned().unwrap_or_else(|| Vol {
         name: format!("{}-missing", w.ctx().token),
         id: format!("{}-no-such-volume", w.ctx().token),
-        capacity: w.config().volume_size,
+        capacity: w.volume_size(),
         mode: Mode::SingleNodeWriter,
         nomad_id: "vol-missing".into(),
         volume: None,
+        range: None,
+        borrowed: false,
     })
 }
 
@@ -139,23 +141,48 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
             .ctx()
             .harness_error(format!("no way to call {method} without {field:?}")));
     }
+    let rpc = if method.starts_with("Node") {
+        node_call_without(w, &method, &field).await?
+    } else if method.contains("Snapshot") {
+        snapshot_call_without(w, &method, &field).await?
+    } else {
+        controller_call_without(w, &method, &field).await?
+    };
+    w.last = vec![rpc];
+    Ok(())
+}
+
+/// A volume call of the controller (create, delete, validate, publish, expand, modify) with
+/// `field` left out.
+async fn controller_call_without(
+    w: &mut CsiWorld,
+    method: &str,
+    field: &str,
+) -> Result<Rpc, String> {
     let vol = some_vol(w);
     let secrets = w.secrets();
-    let rpc: Rpc = match method.as_str() {
+    Ok(match method {
         "CreateVolume" => {
-            let mut r = requests::create_volume(w, &w.unique_name("vol"), Mode::SingleNodeWriter);
-            if field == "name" {
-                r.name.clear();
-            } else {
-                r.volume_capabilities.clear();
-            }
-            w.create_volume(r, Mode::SingleNodeWriter).await
+            let name = w.unique_name("vol");
+            w.create_sized(
+                |w| {
+                    let mut r = requests::create_volume(w, &name, Mode::SingleNodeWriter);
+                    if field == "name" {
+                        r.name.clear();
+                    } else {
+                        r.volume_capabilities.clear();
+                    }
+                    r
+                },
+                Mode::SingleNodeWriter,
+            )
+            .await
         }
         "DeleteVolume" => w.delete_volume("").await,
         "ValidateVolumeCapabilities" => {
             let mut r = pb::ValidateVolumeCapabilitiesRequest {
                 volume_id: vol.id.clone(),
-                volume_capabilities: vec![vol.mode.capability()],
+                volume_capabilities: vec![w.cap(vol.mode)],
                 secrets,
                 ..Default::default()
             };
@@ -177,7 +204,7 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
         }
         "ControllerPublishVolume" => {
             let mut r = requests::controller_publish(w, &vol, false)?;
-            match field.as_str() {
+            match field {
                 "volume ID" => r.volume_id.clear(),
                 "node ID" => r.node_id.clear(),
                 _ => r.volume_capability = None,
@@ -185,18 +212,64 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
             w.controller_publish(r).await?.0
         }
         "ControllerUnpublishVolume" => {
-            let r = pb::ControllerUnpublishVolumeRequest {
-                volume_id: String::new(),
-                node_id: w.publish_node_id()?,
-                secrets,
-            };
+            let r = requests::controller_unpublish(w, "")?;
             w.controller_unpublish(r).await
         }
+        "ControllerExpandVolume" => {
+            // An unclaimed volume: Nomad sends no capability (nomad/csi_endpoint.go,
+            // expandVolume, finds no access mode to build one from).
+            let mut r = pb::ControllerExpandVolumeRequest {
+                volume_id: vol.id.clone(),
+                capacity_range: requests::capacity(vol.capacity.max(w.volume_size()) * 2),
+                secrets,
+                volume_capability: None,
+            };
+            if field == "volume ID" {
+                r.volume_id.clear();
+            } else {
+                r.capacity_range = None;
+            }
+            rpc!(
+                w,
+                controller,
+                controller,
+                "Controller",
+                "ControllerExpandVolume",
+                controller_expand_volume,
+                r
+            )
+            .0
+        }
+        "ControllerModifyVolume" => {
+            let r = pb::ControllerModifyVolumeRequest {
+                volume_id: String::new(),
+                secrets,
+                mutable_parameters: w.config().mutable_parameters.clone().unwrap_or_default(),
+            };
+            rpc!(
+                w,
+                controller,
+                controller,
+                "Controller",
+                "ControllerModifyVolume",
+                controller_modify_volume,
+                r
+            )
+            .0
+        }
+        _ => return Err(w.ctx().harness_error(format!("unknown method {method}"))),
+    })
+}
+
+/// A node call with `field` left out.
+async fn node_call_without(w: &mut CsiWorld, method: &str, field: &str) -> Result<Rpc, String> {
+    let vol = some_vol(w);
+    Ok(match method {
         "NodeStageVolume" => {
             let staging = w.staging_path(&vol, false)?;
             let mut r =
                 requests::node_stage(w, &vol, &staging.display().to_string(), Default::default());
-            match field.as_str() {
+            match field {
                 "volume ID" => r.volume_id.clear(),
                 "staging target path" => r.staging_target_path.clear(),
                 _ => r.volume_capability = None,
@@ -205,10 +278,7 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
         }
         "NodeUnstageVolume" => {
             let staging = w.staging_path(&vol, false)?;
-            let mut r = pb::NodeUnstageVolumeRequest {
-                volume_id: vol.id.clone(),
-                staging_target_path: staging.display().to_string(),
-            };
+            let mut r = requests::node_unstage(&vol.id, &staging);
             if field == "volume ID" {
                 r.volume_id.clear();
             } else {
@@ -232,7 +302,7 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
                 false,
                 Default::default(),
             );
-            match field.as_str() {
+            match field {
                 "volume ID" => r.volume_id.clear(),
                 "target path" => r.target_path.clear(),
                 _ => r.volume_capability = None,
@@ -242,10 +312,7 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
         "NodeUnpublishVolume" => {
             let alloc = w.new_alloc_id();
             let target = w.target_path(&alloc, &vol, false)?;
-            let mut r = pb::NodeUnpublishVolumeRequest {
-                volume_id: vol.id.clone(),
-                target_path: target.display().to_string(),
-            };
+            let mut r = requests::node_unpublish(&vol.id, &target);
             if field == "volume ID" {
                 r.volume_id.clear();
             } else {
@@ -256,11 +323,7 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
         "NodeGetVolumeStats" => {
             let alloc = w.new_alloc_id();
             let target = w.target_path(&alloc, &vol, false)?;
-            let mut r = pb::NodeGetVolumeStatsRequest {
-                volume_id: vol.id.clone(),
-                volume_path: target.display().to_string(),
-                staging_target_path: String::new(),
-            };
+            let mut r = requests::volume_stats(&vol.id, &target, "");
             if field == "volume ID" {
                 r.volume_id.clear();
             } else {
@@ -277,52 +340,14 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
             )
             .0
         }
-        "CreateSnapshot" => {
-            let mut r = pb::CreateSnapshotRequest {
-                source_volume_id: vol.id.clone(),
-                name: w.unique_name("snap"),
-                secrets,
-                parameters: w.config().snapshot_parameters.clone(),
-            };
-            if field == "name" {
-                r.name.clear();
-            } else {
-                r.source_volume_id.clear();
-            }
-            w.create_snapshot(r).await
-        }
-        "DeleteSnapshot" => w.delete_snapshot("").await,
-        "ControllerExpandVolume" => {
-            let mut r = pb::ControllerExpandVolumeRequest {
-                volume_id: vol.id.clone(),
-                capacity_range: requests::capacity(vol.capacity * 2),
-                secrets,
-                volume_capability: Some(vol.mode.capability()),
-            };
-            if field == "volume ID" {
-                r.volume_id.clear();
-            } else {
-                r.capacity_range = None;
-            }
-            rpc!(
-                w,
-                controller,
-                controller,
-                "Controller",
-                "ControllerExpandVolume",
-                controller_expand_volume,
-                r
-            )
-            .0
-        }
         "NodeExpandVolume" => {
             let alloc = w.new_alloc_id();
             let target = w.target_path(&alloc, &vol, false)?;
             let mut r = pb::NodeExpandVolumeRequest {
                 volume_id: vol.id.clone(),
                 volume_path: target.display().to_string(),
-                capacity_range: requests::capacity(vol.capacity * 2),
-                volume_capability: Some(vol.mode.capability()),
+                capacity_range: requests::capacity(vol.capacity.max(w.volume_size()) * 2),
+                volume_capability: Some(w.cap(vol.mode)),
                 ..Default::default()
             };
             if field == "volume ID" {
@@ -341,23 +366,30 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
             )
             .0
         }
-        "ControllerModifyVolume" => {
-            let r = pb::ControllerModifyVolumeRequest {
-                volume_id: String::new(),
+        _ => return Err(w.ctx().harness_error(format!("unknown method {method}"))),
+    })
+}
+
+/// A snapshot or group snapshot call with `field` left out.
+async fn snapshot_call_without(w: &mut CsiWorld, method: &str, field: &str) -> Result<Rpc, String> {
+    let vol = some_vol(w);
+    let secrets = w.secrets();
+    Ok(match method {
+        "CreateSnapshot" => {
+            let mut r = pb::CreateSnapshotRequest {
+                source_volume_id: vol.id.clone(),
+                name: w.unique_name("snap"),
                 secrets,
-                mutable_parameters: w.config().mutable_parameters.clone().unwrap_or_default(),
+                parameters: w.config().snapshot_parameters.clone(),
             };
-            rpc!(
-                w,
-                controller,
-                controller,
-                "Controller",
-                "ControllerModifyVolume",
-                controller_modify_volume,
-                r
-            )
-            .0
+            if field == "name" {
+                r.name.clear();
+            } else {
+                r.source_volume_id.clear();
+            }
+            w.create_snapshot(r).await
         }
+        "DeleteSnapshot" => w.delete_snapshot("").await,
         "GetSnapshot" => {
             let r = pb::GetSnapshotRequest {
                 snapshot_id: String::new(),
@@ -406,9 +438,7 @@ async fn call_without(w: &mut CsiWorld, method: String, field: String) -> StepRe
         }
         "DeleteVolumeGroupSnapshot" => w.delete_group_snapshot("", Vec::new()).await,
         _ => return Err(w.ctx().harness_error(format!("unknown method {method}"))),
-    };
-    w.last = vec![rpc];
-    Ok(())
+    })
 }
 
 /// A volume ID no plugin knows.
@@ -419,4 +449,22 @@ pub fn unknown_id(w: &CsiWorld, what: &str) -> String {
 /// Accept OK or NOT_FOUND (Nomad treats NOT_FOUND as success on release).
 pub fn ok_or_not_found(rpc: &Rpc) -> bool {
     matches!(rpc.code, Code::Ok | Code::NotFound)
+}
+
+/// A plugin without PUBLISH_READONLY may refuse `readonly = true` in ControllerPublishVolume
+/// (the spec: the CO MUST NOT send it to such a plugin); Nomad sends it for every read claim
+/// all the same, so the read claim cannot be judged.
+pub(super) fn readonly_refusal_allowed(w: &CsiWorld, calls: &[Rpc]) -> StepResult {
+    let refused = calls
+        .iter()
+        .find(|c| c.method == "ControllerPublishVolume" && c.code == Code::InvalidArgument);
+    match refused {
+        Some(c) if !w.config().caps.controller.contains("PUBLISH_READONLY") => {
+            Err(w.ctx().skip(format!(
+                "ControllerPublishVolume with readonly = true was refused ({}), which the spec allows a plugin without PUBLISH_READONLY; Nomad sends it for every read claim all the same (nomad/csi_endpoint.go, Claim), so read claims of this plugin fail under Nomad",
+                c.outcome()
+            )))
+        }
+        _ => Ok(()),
+    }
 }

@@ -34,11 +34,20 @@ pub struct CsiConfig {
     /// Whether the node service was probed, so an empty `node_id` is the plugin's answer.
     pub node_probed: bool,
     pub max_volumes_per_node: i64,
+    /// NodeGetInfo's accessible_topology segments (none when the node reports none).
+    pub node_topology: Option<HashMap<String, String>>,
+    /// What Nomad's start-up probes saw: whether and when the plugin reported ready.
+    pub readiness: super::ready::Readiness,
     /// The node's attachment budget (none when the node sets no limit).
     pub attachments: Option<budget::AttachmentBudget>,
-    /// What a node-only run claims instead of creating volumes.
+    /// What a node-only run, or a run of a plugin that cannot create volumes (register-only),
+    /// claims instead of creating volumes.
     pub user_volumes: Option<volumes::VolumePool>,
     pub volume_size: i64,
+    /// `--mount-fs-type` and `--mount-flags`: the volume specification's mount_options, sent in
+    /// the mount capabilities Nomad sends them in.
+    pub mount_fs_type: String,
+    pub mount_flags: Vec<String>,
     pub volume_parameters: HashMap<String, String>,
     pub snapshot_parameters: HashMap<String, String>,
     pub secrets: HashMap<String, String>,

@@ -7,12 +7,15 @@ use super::requests::{self, Mode};
 use super::{CsiWorld, StepResult, rpc};
 use crate::plugins::csi::{Rpc, pb};
 
-async fn expand(w: &mut CsiWorld, id: &str, bytes: i64) -> Rpc {
+/// ControllerExpandVolume as Nomad sends it (nomad/csi_endpoint.go, expandVolume): with the
+/// capability of the volume's claims when it has been claimed (`claimed`), and none for a volume
+/// never claimed, whose access and attachment modes Nomad does not know.
+async fn expand(w: &mut CsiWorld, id: &str, bytes: i64, claimed: Option<Mode>) -> Rpc {
     let req = pb::ControllerExpandVolumeRequest {
         volume_id: id.to_string(),
         capacity_range: requests::capacity(bytes),
         secrets: w.secrets(),
-        volume_capability: Some(Mode::SingleNodeWriter.capability()),
+        volume_capability: claimed.map(|m| w.cap(m)),
     };
     rpc!(
         w,
@@ -29,20 +32,20 @@ async fn expand(w: &mut CsiWorld, id: &str, bytes: i64) -> Rpc {
 #[when("the harness expands a volume that does not exist")]
 async fn expands_unknown(w: &mut CsiWorld) {
     let id = unknown_id(w, "volume");
-    let size = w.config().volume_size;
-    let rpc = expand(w, &id, size * 2).await;
+    let size = w.volume_size();
+    let rpc = expand(w, &id, size * 2, None).await;
     w.last = vec![rpc];
 }
 
 fn doubled(w: &CsiWorld) -> Result<(String, i64), String> {
     let v = w.vol(0)?;
-    Ok((v.id.clone(), v.capacity.max(w.config().volume_size) * 2))
+    Ok((v.id.clone(), v.capacity.max(w.volume_size()) * 2))
 }
 
 #[when("the harness expands the volume to twice its size")]
 async fn expands(w: &mut CsiWorld) -> StepResult {
     let (id, bytes) = doubled(w)?;
-    let rpc = expand(w, &id, bytes).await;
+    let rpc = expand(w, &id, bytes, None).await;
     w.last = vec![rpc];
     Ok(())
 }
@@ -50,7 +53,7 @@ async fn expands(w: &mut CsiWorld) -> StepResult {
 #[given("the plugin has expanded the volume to twice its size")]
 async fn has_expanded(w: &mut CsiWorld) -> StepResult {
     let (id, bytes) = doubled(w)?;
-    let rpc = expand(w, &id, bytes).await;
+    let rpc = expand(w, &id, bytes, None).await;
     if rpc.ok() {
         return Ok(());
     }
@@ -95,7 +98,7 @@ async fn at_least_requested(w: &mut CsiWorld) -> StepResult {
 #[when("the harness expands the volume to its original size")]
 async fn expands_to_original(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
-    let rpc = expand(w, &v.id, v.capacity.max(w.config().volume_size)).await;
+    let rpc = expand(w, &v.id, v.capacity.max(w.volume_size()), None).await;
     w.last = vec![rpc];
     Ok(())
 }
@@ -111,8 +114,8 @@ async fn node_expands_unknown(w: &mut CsiWorld) {
     let req = pb::NodeExpandVolumeRequest {
         volume_id: unknown_id(w, "volume"),
         volume_path: w.mount_base().join("nowhere").display().to_string(),
-        capacity_range: requests::capacity(w.config().volume_size * 2),
-        volume_capability: Some(Mode::SingleNodeWriter.capability()),
+        capacity_range: requests::capacity(w.volume_size() * 2),
+        volume_capability: Some(w.cap(Mode::SingleNodeWriter)),
         ..Default::default()
     };
     let (rpc, _) = rpc!(
@@ -131,7 +134,11 @@ async fn node_expands_unknown(w: &mut CsiWorld) {
 async fn node_expand_ok(w: &mut CsiWorld) -> StepResult {
     let rpc = w.last_call()?;
     let online = w.config().caps.plugin.contains("VOLUME_EXPANSION_ONLINE");
-    if rpc.ok() || (!online && rpc.code == tonic::Code::FailedPrecondition) {
+    // NOT_FOUND is ignored by Nomad (plugins/csi/client.go, NodeExpandVolume: "ignorable").
+    if rpc.ok()
+        || rpc.code == tonic::Code::NotFound
+        || (!online && rpc.code == tonic::Code::FailedPrecondition)
+    {
         return Ok(());
     }
     let also = if online {
@@ -140,9 +147,11 @@ async fn node_expand_ok(w: &mut CsiWorld) -> StepResult {
         ", or FAILED_PRECONDITION (without ONLINE expansion a published volume may be refused as in use)"
     };
     Err(w.fail(
-        &format!("NodeExpandVolume of a published volume succeeds{also}"),
+        &format!(
+            "NodeExpandVolume of a published volume, after ControllerExpandVolume asked for it, succeeds or gets NOT_FOUND (which Nomad ignores){also}"
+        ),
         &rpc.summary(),
-        &[rpc],
+        &w.last.iter().collect::<Vec<_>>(),
     ))
 }
 
@@ -154,25 +163,40 @@ async fn node_expands(w: &mut CsiWorld) -> StepResult {
         .first()
         .cloned()
         .ok_or_else(|| w.ctx().harness_error("no allocation yet"))?;
-    // As Nomad: the controller first, then the node only when the controller says so
-    // (nomad/csi_endpoint.go, expandVolume).
-    let controller = if w.config().caps.controller.contains("EXPAND_VOLUME") {
-        Some(expand(w, &v.id, v.capacity.max(w.config().volume_size) * 2).await)
-    } else {
+    let bytes = v.capacity.max(w.volume_size()) * 2;
+    // As Nomad: ControllerExpandVolume first (with the claim's capability), then
+    // NodeExpandVolume for each claim only when the controller says it is needed
+    // (nomad/csi_endpoint.go, expandVolume and nodeExpandVolume). A node-only run has no
+    // controller here: the one elsewhere is taken to have asked for it.
+    let controller = if w.node_only() {
         None
+    } else if w.config().caps.controller.contains("EXPAND_VOLUME") {
+        Some(expand(w, &v.id, bytes, Some(v.mode)).await)
+    } else {
+        return Err(w.ctx().skip(
+            "the controller does not advertise EXPAND_VOLUME: Nomad expands volumes only through ControllerExpandVolume and never calls NodeExpandVolume on its own",
+        ));
     };
-    if let Some(c) = &controller
-        && c.ok()
-        && !c
+    if let Some(c) = &controller {
+        if !c.ok() {
+            return Err(w.precondition(
+                "CSI-EXPAND-CONTROLLER",
+                "ControllerExpandVolume of the claimed volume succeeds",
+                &c.summary(),
+                &[c],
+            ));
+        }
+        let required = c
             .response
             .as_ref()
             .and_then(|r| r.get("node_expansion_required"))
             .and_then(|b| b.as_bool())
-            .unwrap_or(false)
-    {
-        return Err(w.ctx().skip(
-            "ControllerExpandVolume answered node_expansion_required = false: Nomad does not call NodeExpandVolume then",
-        ));
+            .unwrap_or(false);
+        if !required {
+            return Err(w.ctx().skip(
+                "ControllerExpandVolume answered node_expansion_required = false: Nomad does not call NodeExpandVolume then",
+            ));
+        }
     }
     let staging = if w.stages() {
         w.staging_path(&v, false)?.display().to_string()
@@ -182,9 +206,9 @@ async fn node_expands(w: &mut CsiWorld) -> StepResult {
     let req = pb::NodeExpandVolumeRequest {
         volume_id: v.id.clone(),
         volume_path: alloc.target.display().to_string(),
-        capacity_range: requests::capacity(v.capacity.max(w.config().volume_size) * 2),
+        capacity_range: requests::capacity(bytes),
         staging_target_path: staging,
-        volume_capability: Some(v.mode.capability()),
+        volume_capability: Some(w.cap(v.mode)),
         ..Default::default()
     };
     let (rpc, _) = rpc!(
@@ -196,10 +220,6 @@ async fn node_expands(w: &mut CsiWorld) -> StepResult {
         node_expand_volume,
         req
     );
-    w.last = controller
-        .into_iter()
-        .filter(|c| !c.ok())
-        .chain(std::iter::once(rpc))
-        .collect();
+    w.last = controller.into_iter().chain(std::iter::once(rpc)).collect();
     Ok(())
 }

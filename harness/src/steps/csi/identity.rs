@@ -1,11 +1,9 @@
 //! Steps of the identity feature.
 
-use std::time::{Duration, Instant};
-
-use cucumber::{then, when};
+use cucumber::{given, then, when};
 
 use super::{CsiWorld, StepResult, identity_call};
-use crate::plugins::csi::{call, pb};
+use crate::plugins::csi::pb;
 use crate::recorder::Hint;
 
 #[when("the harness calls GetPluginInfo")]
@@ -123,50 +121,47 @@ async fn reports_ready(w: &mut CsiWorld) -> StepResult {
     }
 }
 
-#[when("the harness probes the plugin until it reports ready")]
+#[when("Nomad probes the plugin from its start, every 5 seconds until it is ready")]
 async fn probe_until_ready(w: &mut CsiWorld) {
-    let csi = w.ctx().run.profile.csi.clone();
-    let started = Instant::now();
-    let mut first = None;
-    let mut last;
-    loop {
-        let mut c = w.config().node.identity();
-        let (rpc, resp) = call(
-            "Identity",
-            "Probe",
-            pb::ProbeRequest {},
-            csi.probe_deadline,
-            |r| async move { c.probe(r).await },
-        )
-        .await;
-        let is_ready = resp
-            .as_ref()
-            .and_then(|r| serde_json::to_value(r).ok())
-            .is_some_and(|v| ready(&v));
-        if first.is_none() {
-            first = Some(rpc.clone());
-        }
-        last = Some(rpc);
-        if is_ready {
-            w.ready_after = Some(Ok(started.elapsed()));
-            break;
-        }
-        if started.elapsed() >= csi.health_timeout {
-            let outcome = last.as_ref().map(|r| r.outcome()).unwrap_or_default();
-            w.ready_after = Some(Err(format!(
-                "not ready after {} (last Probe: {outcome})",
-                crate::fmt_duration(started.elapsed())
-            )));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // The probes were made before the first clause, as Nomad makes them before it calls
+    // anything else (kinds/csi, ready.rs); this clause judges what they saw.
+    let readiness = w.config().readiness.clone();
+    w.ready_after = Some(readiness.ready_after.ok_or_else(|| readiness.why_not()));
     // Record the first and the last probe, not every one in between.
-    let calls: Vec<_> = first.into_iter().chain(last).collect();
+    let probes = &readiness.probes;
+    let calls: Vec<_> = probes
+        .iter()
+        .take(1)
+        .chain(probes.iter().skip(1).last())
+        .map(|(_, rpc, _)| rpc.clone())
+        .collect();
     for rpc in &calls {
         w.record(rpc, &w.config().node);
     }
+    w.ctx().note(format!(
+        "{} probe{} from {}, at Nomad's interval of {}",
+        probes.len(),
+        if probes.len() == 1 { "" } else { "s" },
+        readiness.counted_from,
+        crate::fmt_duration(super::ready::NOMAD_PROBE_INTERVAL)
+    ));
     w.last = calls;
+}
+
+#[given("Nomad has found the plugin ready")]
+async fn found_ready(w: &mut CsiWorld) -> StepResult {
+    let readiness = &w.config().readiness;
+    if readiness.ready() {
+        return Ok(());
+    }
+    let calls: Vec<&crate::plugins::csi::Rpc> =
+        readiness.probes.iter().map(|(_, r, _)| r).collect();
+    Err(w.precondition(
+        "CSI-IDENTITY-PROBE-READY-IN-TIME",
+        "the plugin reports ready within Nomad's health timeout: until then Nomad calls nothing but Probe, and then restarts the plugin instead of registering it",
+        &readiness.why_not(),
+        &calls[calls.len().saturating_sub(1)..],
+    ))
 }
 
 #[then(regex = r#"^it reports ready within the "([^"]+)" deadline$"#)]

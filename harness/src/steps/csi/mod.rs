@@ -15,6 +15,7 @@ mod identity;
 mod modify;
 mod node;
 mod nomad;
+pub mod ready;
 mod requests;
 mod snapshots;
 pub mod volumes;
@@ -45,6 +46,10 @@ pub struct Vol {
     /// Nomad's own ID for the volume: what its staging and allocation paths are named after.
     pub nomad_id: String,
     pub volume: Option<serde_json::Value>,
+    /// The capacity range it was created with (what a retry of its CreateVolume sends).
+    pub range: Option<pb::CapacityRange>,
+    /// One of the user's `--volume` volumes, registered rather than created: never deleted.
+    pub borrowed: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -133,6 +138,12 @@ pub struct CsiWorld {
     /// Attachments of the node's budget this clause holds, and the volumes it attached.
     attachments_held: u32,
     attached: std::collections::HashSet<String>,
+    /// The size this clause creates volumes with, once a CreateVolume refused the run's
+    /// `--test-volume-size` as OUT_OF_RANGE and a size the plugin accepts was found; with
+    /// `size_unspecified`, no capacity range at all (the plugin's own size, as Nomad asks when
+    /// a volume specification gives no capacity).
+    size: Option<i64>,
+    size_unspecified: bool,
 }
 
 impl SuiteWorld for CsiWorld {
@@ -205,6 +216,94 @@ impl CsiWorld {
 
     pub fn secrets(&self) -> HashMap<String, String> {
         self.config().secrets.clone()
+    }
+
+    /// The capability Nomad sends for `mode`, with the run's mount options
+    /// (`--mount-fs-type`, `--mount-flags`) for file-system volumes.
+    pub fn cap(&self, mode: Mode) -> pb::VolumeCapability {
+        mode.capability_with(&self.config().mount_fs_type, &self.config().mount_flags)
+    }
+
+    /// The size this clause's volumes are created with.
+    pub fn volume_size(&self) -> i64 {
+        self.size.unwrap_or(self.config().volume_size)
+    }
+
+    /// The capacity range this clause's CreateVolume calls send: at least the volume size, or
+    /// none once the plugin refused every size the harness could name.
+    pub fn capacity_range(&self) -> Option<pb::CapacityRange> {
+        if self.size_unspecified {
+            return None;
+        }
+        requests::capacity(self.volume_size())
+    }
+
+    /// Whether the clause fell back to creating volumes without a capacity range.
+    pub fn size_unspecified(&self) -> bool {
+        self.size_unspecified
+    }
+
+    /// CreateVolume with a request `build` makes from the clause's volume size. A plugin may
+    /// have a minimum (or maximum) volume size the run's `--test-volume-size` misses, and the
+    /// spec's answer to that is OUT_OF_RANGE ("Unsupported capacity_range"): then the clause
+    /// finds a size the plugin accepts (GetCapacity's minimum_volume_size, a size its error
+    /// names, or no capacity range at all, so the plugin picks), notes it, and asks again.
+    pub async fn create_sized(
+        &mut self,
+        build: impl Fn(&CsiWorld) -> pb::CreateVolumeRequest,
+        mode: Mode,
+    ) -> Rpc {
+        let rpc = self.create_volume(build(self), mode).await;
+        if rpc.code != tonic::Code::OutOfRange || self.size_unspecified {
+            return rpc;
+        }
+        let requested = self.volume_size();
+        let (size, from) = self.accepted_size(&rpc, requested).await;
+        match size {
+            Some(s) => self.size = Some(s),
+            None => self.size_unspecified = true,
+        }
+        let again = match size {
+            Some(s) => format!("{s} bytes ({from})"),
+            None => "no capacity range, so that the plugin picks its own size (as Nomad asks when a volume specification gives no capacity)".into(),
+        };
+        self.ctx().note(format!(
+            "CreateVolume refused {requested} bytes as OUT_OF_RANGE ({}); the clause creates its volumes with {again} instead. Give --test-volume-size to choose the size",
+            rpc.message
+        ));
+        self.create_volume(build(self), mode).await
+    }
+
+    /// A size the plugin accepts, after `refused` (OUT_OF_RANGE for `requested` bytes).
+    async fn accepted_size(&mut self, refused: &Rpc, requested: i64) -> (Option<i64>, String) {
+        if self.config().caps.controller.contains("GET_CAPACITY") {
+            let req = pb::GetCapacityRequest {
+                volume_capabilities: vec![self.cap(Mode::SingleNodeWriter)],
+                parameters: self.config().volume_parameters.clone(),
+                ..Default::default()
+            };
+            let (_, resp) = rpc!(
+                self,
+                controller,
+                controller,
+                "Controller",
+                "GetCapacity",
+                get_capacity,
+                req
+            );
+            if let Some(r) = resp {
+                if let Some(min) = r.minimum_volume_size.filter(|m| *m > requested) {
+                    return (Some(min), "GetCapacity's minimum_volume_size".into());
+                }
+                if let Some(max) = r.maximum_volume_size.filter(|m| *m > 0 && *m < requested) {
+                    return (Some(max), "GetCapacity's maximum_volume_size".into());
+                }
+            }
+        }
+        match size_in_message(&refused.message, requested) {
+            Some(s) => (Some(s), "a size the plugin's error names".into()),
+            None => (None, String::new()),
+        }
     }
 
     /// Take `n` of the node's attachments for the rest of the clause.
@@ -282,6 +381,18 @@ impl CsiWorld {
     /// Whether this is a node-only run: volumes come from `--volume`, not CreateVolume.
     pub fn node_only(&self) -> bool {
         self.config().plugin_type == crate::cli::PluginType::Node
+    }
+
+    /// Whether the clauses claim the user's `--volume` volumes instead of creating their own:
+    /// node-only runs, and controllers that cannot create (volumes registered with Nomad).
+    pub fn borrows_volumes(&self) -> bool {
+        self.node_only()
+            || !self
+                .config()
+                .caps
+                .controller
+                .contains("CREATE_DELETE_VOLUME")
+                && self.config().user_volumes.is_some()
     }
 
     /// Register `undo` in the ledger; returns its flag.
@@ -363,6 +474,7 @@ impl CsiWorld {
             .as_ref()
             .map(|c| c.required_bytes)
             .unwrap_or(0);
+        let sent_range = req.capacity_range;
         let (rpc, resp) = rpc!(
             self,
             controller,
@@ -374,6 +486,9 @@ impl CsiWorld {
         );
         if let Some(v) = resp.and_then(|r| r.volume) {
             self.adopt_volume(&name, &v, capacity, mode);
+            if let Some(last) = self.vols.last_mut() {
+                last.range = sent_range;
+            }
         }
         rpc
     }
@@ -385,6 +500,11 @@ impl CsiWorld {
         };
         self.track_unless_pending(undo);
         let nomad_id = format!("vol{}", self.vols.len());
+        let range = if self.size_unspecified {
+            None
+        } else {
+            requests::capacity(requested)
+        };
         self.vols.push(Vol {
             name: name.to_string(),
             id: v.volume_id.clone(),
@@ -392,18 +512,21 @@ impl CsiWorld {
             mode,
             nomad_id,
             volume: serde_json::to_value(v).ok(),
+            range,
+            borrowed: false,
         });
     }
 
     /// Create a volume with the run's size and parameters; anything but success fails. A
     /// node-only run borrows one of the `--volume` volumes instead.
     pub async fn must_create_volume(&mut self, mode: Mode) -> Result<usize, String> {
-        if self.node_only() {
+        if self.borrows_volumes() {
             return self.borrow_volume(mode).await;
         }
         let name = self.unique_name("vol");
-        let req = requests::create_volume(self, &name, mode);
-        let rpc = self.create_volume(req, mode).await;
+        let rpc = self
+            .create_sized(|w| requests::create_volume(w, &name, mode), mode)
+            .await;
         if rpc.ok() && self.vols.last().is_some_and(|v| v.name == name) {
             return Ok(self.vols.len() - 1);
         }
@@ -419,6 +542,7 @@ impl CsiWorld {
             Mode::SingleNodeWriter => "CSI-CONTROLLER-CREATE",
             Mode::BlockSingleNodeWriter => "CSI-BLOCK-CLAIM",
             Mode::MultiNodeMultiWriter => "CSI-NOMAD-SHARED-VOLUME",
+            Mode::MultiNodeSingleWriter => "CSI-NOMAD-READ-BESIDE-WRITE",
         };
         Err(self.precondition(
             root,
@@ -436,14 +560,14 @@ impl CsiWorld {
     async fn borrow_volume(&mut self, mode: Mode) -> Result<usize, String> {
         if mode != Mode::SingleNodeWriter {
             return Err(self.ctx().skip(format!(
-                "node-only run: the --volume volumes are claimed as single-node-writer file-system volumes, and this clause needs {}",
+                "the --volume volumes are claimed as single-node-writer file-system volumes, and this clause needs {}",
                 mode.describe()
             )));
         }
         let Some(pool) = &self.config().user_volumes else {
-            return Err(self.ctx().skip(
-                "node-only run without volumes to claim: name existing ones with --volume ID[,CONTEXT]",
-            ));
+            return Err(self
+                .ctx()
+                .skip("no volumes to claim: name existing ones with --volume ID[,CONTEXT]"));
         };
         let lease = pool.lease().await;
         let volume = pb::Volume {
@@ -461,6 +585,8 @@ impl CsiWorld {
             mode,
             nomad_id,
             volume: serde_json::to_value(&volume).ok(),
+            range: None,
+            borrowed: true,
         });
         Ok(self.vols.len() - 1)
     }
@@ -820,8 +946,86 @@ impl CsiWorld {
             };
             c.reproduce(socket)
         }));
-        crate::steps::failure_text(expected, seen, &repro)
+        // A create refused for its size, whose error names a size: say which flag chooses it.
+        let hint = calls
+            .iter()
+            .filter(|c| c.method == "CreateVolume" && c.code == tonic::Code::OutOfRange)
+            .find_map(|c| size_in_message(&c.message, 0))
+            .map(|s| {
+                format!(
+                    "\nhint: the plugin refused the volume size as OUT_OF_RANGE and its error names {s} bytes: rerun with --test-volume-size {s}"
+                )
+            })
+            .unwrap_or_default();
+        // A release refused for want of secrets: Nomad never sends them there.
+        let secrets_hint = calls
+            .iter()
+            .find(|c| {
+                c.method == "ControllerUnpublishVolume"
+                    && matches!(
+                        c.code,
+                        tonic::Code::InvalidArgument
+                            | tonic::Code::Unauthenticated
+                            | tonic::Code::PermissionDenied
+                    )
+            })
+            .map(|_| {
+                "\nnote: Nomad sends no secrets with ControllerUnpublishVolume (client/structs/csi.go copies only the volume and node IDs), so neither does the harness: a plugin that needs them can never release a claim"
+            })
+            .unwrap_or_default();
+        crate::steps::failure_text(expected, &format!("{seen}{hint}{secrets_hint}"), &repro)
     }
+}
+
+/// A size in bytes that an error message names, other than `requested`: the smallest one above
+/// it (a minimum), else the largest one below it (a maximum). Sizes are plain byte counts of at
+/// least 1 KiB or numbers with a unit (`1GiB`, `10 Gi`, `512 MB`, `4k`).
+pub fn size_in_message(message: &str, requested: i64) -> Option<i64> {
+    let lower = message.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let mut sizes = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() || (i > 0 && bytes[i - 1].is_ascii_alphanumeric()) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
+            i += 1;
+        }
+        let Ok(number) = lower[start..i].parse::<f64>() else {
+            continue;
+        };
+        let mut j = i;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        let unit_start = j;
+        while j < bytes.len() && bytes[j].is_ascii_alphabetic() {
+            j += 1;
+        }
+        let unit = &lower[unit_start..j];
+        let factor: f64 = match unit {
+            "b" | "byte" | "bytes" => 1.0,
+            "k" | "kb" => 1e3,
+            "ki" | "kib" => 1024.0,
+            "m" | "mb" => 1e6,
+            "mi" | "mib" => 1024.0 * 1024.0,
+            "g" | "gb" => 1e9,
+            "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
+            "t" | "tb" => 1e12,
+            "ti" | "tib" => 1024.0f64.powi(4),
+            _ if number >= 1024.0 && number.fract() == 0.0 => 1.0,
+            _ => continue,
+        };
+        let size = number * factor;
+        if (1.0..9.2e18).contains(&size) {
+            sizes.push(size as i64);
+        }
+    }
+    let above = sizes.iter().copied().filter(|s| *s > requested).min();
+    above.or_else(|| sizes.iter().copied().filter(|s| *s < requested).max())
 }
 
 fn make_dir(p: &Path) -> Result<(), String> {
@@ -855,4 +1059,26 @@ where
     let (rpc, resp) = call("Identity", method, req, deadline, f).await;
     w.record(&rpc, &w.config().node);
     (rpc, resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_in_message;
+
+    #[test]
+    fn sizes_an_error_names() {
+        let gib = 1i64 << 30;
+        let m = "volumes are at least 1073741824 bytes (1 GiB); the requested range (required_bytes 67108864, limit_bytes 0) is below that minimum";
+        assert_eq!(size_in_message(m, 64 << 20), Some(gib));
+        assert_eq!(size_in_message("minimum size is 10Gi", gib), Some(10 * gib));
+        assert_eq!(
+            size_in_message("size must be at least 5 GB", gib),
+            Some(5_000_000_000)
+        );
+        // A maximum below the request.
+        assert_eq!(size_in_message("at most 512 MiB", gib), Some(512 << 20));
+        // Small numbers without a unit are not sizes; nor are digits inside words.
+        assert_eq!(size_in_message("error 42 in v1beta3", gib), None);
+        assert_eq!(size_in_message("out of range", gib), None);
+    }
 }

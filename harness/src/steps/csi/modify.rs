@@ -70,9 +70,15 @@ async fn both_succeed(w: &mut CsiWorld) -> StepResult {
 
 /// CreateVolume with `mutable` as its mutable parameters.
 async fn create_with(w: &mut CsiWorld, name: &str, mutable: HashMap<String, String>) -> Rpc {
-    let mut req = requests::create_volume(w, name, Mode::SingleNodeWriter);
-    req.mutable_parameters = mutable;
-    w.create_volume(req, Mode::SingleNodeWriter).await
+    w.create_sized(
+        |w| {
+            let mut req = requests::create_volume(w, name, Mode::SingleNodeWriter);
+            req.mutable_parameters = mutable.clone();
+            req
+        },
+        Mode::SingleNodeWriter,
+    )
+    .await
 }
 
 #[when("the harness creates a volume with the configured mutable parameters twice")]

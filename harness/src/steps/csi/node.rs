@@ -110,12 +110,26 @@ pub fn context(w: &CsiWorld) -> HashMap<String, String> {
 
 #[given("the volume is published to the node")]
 async fn published_to_node(w: &mut CsiWorld) -> StepResult {
+    publish_to_node(w, false).await
+}
+
+#[given("the volume is published to the node read-only")]
+async fn published_to_node_readonly(w: &mut CsiWorld) -> StepResult {
+    publish_to_node(w, true).await
+}
+
+/// ControllerPublishVolume of the first volume, when the controller publishes; `readonly` as a
+/// read claim sends it.
+async fn publish_to_node(w: &mut CsiWorld, readonly: bool) -> StepResult {
     if !w.controller_publishes() {
         return Ok(());
     }
     let v = w.vol(0)?.clone();
-    let req = requests::controller_publish(w, &v, false)?;
+    let req = requests::controller_publish(w, &v, readonly)?;
     let (rpc, resp) = w.controller_publish(req).await?;
+    if readonly {
+        super::common::readonly_refusal_allowed(w, std::slice::from_ref(&rpc))?;
+    }
     if !rpc.ok() {
         return Err(w.precondition(
             "CSI-NOMAD-CLAIM",
@@ -130,8 +144,13 @@ async fn published_to_node(w: &mut CsiWorld) -> StepResult {
 
 /// NodeStageVolume of volume `i` at Nomad's staging path.
 pub async fn stage(w: &mut CsiWorld, i: usize) -> Result<Rpc, String> {
+    stage_as(w, i, false).await
+}
+
+/// NodeStageVolume of volume `i` at Nomad's staging path of a read (`ro-`) or write usage.
+pub async fn stage_as(w: &mut CsiWorld, i: usize, readonly: bool) -> Result<Rpc, String> {
     let v = w.vol(i)?.clone();
-    let staging = w.staging_path(&v, false)?;
+    let staging = w.staging_path(&v, readonly)?;
     let req = requests::node_stage(w, &v, &staging.display().to_string(), context(w));
     w.node_stage(req).await
 }
@@ -158,6 +177,23 @@ async fn staged_for_node(w: &mut CsiWorld) -> StepResult {
     has_staged(w).await
 }
 
+#[given("the volume is staged for the node read-only")]
+async fn staged_for_node_readonly(w: &mut CsiWorld) -> StepResult {
+    if !w.stages() {
+        return Ok(());
+    }
+    let rpc = stage_as(w, 0, true).await?;
+    if rpc.ok() {
+        return Ok(());
+    }
+    Err(w.precondition(
+        "CSI-NOMAD-CLAIM",
+        "NodeStageVolume at the read claim's ro- staging path succeeds",
+        &rpc.summary(),
+        &[&rpc],
+    ))
+}
+
 #[when("the harness stages the volume again")]
 async fn stages_again(w: &mut CsiWorld) -> StepResult {
     let rpc = stage(w, 0).await?;
@@ -169,10 +205,7 @@ async fn stages_again(w: &mut CsiWorld) -> StepResult {
 async fn unstages(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
     let staging = w.staging_path(&v, false)?;
-    let req = pb::NodeUnstageVolumeRequest {
-        volume_id: v.id,
-        staging_target_path: staging.display().to_string(),
-    };
+    let req = requests::node_unstage(&v.id, &staging);
     let rpc = w.node_unstage(req).await;
     w.last = vec![rpc];
     Ok(())
@@ -187,7 +220,7 @@ pub async fn publish_for_alloc(
 ) -> Result<(Rpc, Alloc), String> {
     let v = w.vol(i)?.clone();
     let staging = if with_staging && w.stages() {
-        w.staging_path(&v, false)?.display().to_string()
+        w.staging_path(&v, readonly)?.display().to_string()
     } else {
         String::new()
     };
@@ -260,7 +293,7 @@ async fn publishes_same_again(w: &mut CsiWorld) -> StepResult {
         .cloned()
         .ok_or_else(|| w.ctx().harness_error("no allocation yet"))?;
     let staging = if w.stages() {
-        w.staging_path(&v, false)?.display().to_string()
+        w.staging_path(&v, alloc.readonly)?.display().to_string()
     } else {
         String::new()
     };
@@ -396,10 +429,7 @@ async fn target_readonly(w: &mut CsiWorld) -> StepResult {
 /// NodeUnpublishVolume of `alloc`'s target, then the target directory removed, as Nomad does.
 pub async fn unpublish_alloc(w: &mut CsiWorld, i: usize, alloc: &Alloc) -> Result<Rpc, String> {
     let v = w.vol(i)?.clone();
-    let req = pb::NodeUnpublishVolumeRequest {
-        volume_id: v.id,
-        target_path: alloc.target.display().to_string(),
-    };
+    let req = requests::node_unpublish(&v.id, &alloc.target);
     Ok(w.node_unpublish(req).await)
 }
 
@@ -482,11 +512,7 @@ async fn stats(w: &mut CsiWorld) -> StepResult {
     } else {
         String::new()
     };
-    let req = pb::NodeGetVolumeStatsRequest {
-        volume_id: v.id,
-        volume_path: alloc.target.display().to_string(),
-        staging_target_path: staging,
-    };
+    let req = requests::volume_stats(&v.id, &alloc.target, &staging);
     let (rpc, _) = rpc!(
         w,
         node,
@@ -506,11 +532,7 @@ async fn stats_wrong_path(w: &mut CsiWorld) -> StepResult {
     // Another allocation's target for the same volume: Nomad's layout, never published.
     let other = w.new_alloc_id();
     let target = w.target_path(&other, &v, false)?;
-    let req = pb::NodeGetVolumeStatsRequest {
-        volume_id: v.id,
-        volume_path: target.display().to_string(),
-        staging_target_path: String::new(),
-    };
+    let req = requests::volume_stats(&v.id, &target, "");
     let (rpc, _) = rpc!(
         w,
         node,

@@ -9,7 +9,7 @@ use super::common::ok_or_not_found;
 use super::node::{marker_name, take_marker, write_marker};
 use super::requests::{self, Mode};
 use super::{Alloc, CsiWorld, StepResult, is_mounted};
-use crate::plugins::csi::{Rpc, call, pb};
+use crate::plugins::csi::{Rpc, call};
 
 /// Claim volume `i` for a new allocation: ControllerPublishVolume (once per node, when the
 /// controller publishes), NodeStageVolume (when the node stages and the staging directory is not
@@ -126,10 +126,7 @@ pub(super) async fn release(w: &mut CsiWorld, c: usize) -> Result<Vec<Rpc>, Stri
     let v = w.vol(i)?.clone();
     let mut calls = Vec::new();
     let rpc = w
-        .node_unpublish(pb::NodeUnpublishVolumeRequest {
-            volume_id: v.id.clone(),
-            target_path: alloc.target.display().to_string(),
-        })
+        .node_unpublish(requests::node_unpublish(&v.id, &alloc.target))
         .await;
     let done = ok_or_not_found(&rpc);
     calls.push(rpc);
@@ -138,17 +135,21 @@ pub(super) async fn release(w: &mut CsiWorld, c: usize) -> Result<Vec<Rpc>, Stri
     }
     remove_target(&alloc.target);
     w.claims[c].2 = true;
-    let others = w.claims.iter().any(|(j, _, released)| *j == i && !released);
-    if others {
+    // Nomad counts the claims on the node per volume and usage (usage_tracker.go): the staging
+    // path of a usage is unstaged when its last claim goes, and the controller unpublishes only
+    // when no claim of the volume is left on the node (nomad/csi_endpoint.go).
+    let same_usage = w
+        .claims
+        .iter()
+        .any(|(j, a, released)| *j == i && !released && a.readonly == alloc.readonly);
+    let any_left = w.claims.iter().any(|(j, _, released)| *j == i && !released);
+    if same_usage {
         return Ok(calls);
     }
     if w.stages() {
         let staging = w.staging_path(&v, alloc.readonly)?;
         let rpc = w
-            .node_unstage(pb::NodeUnstageVolumeRequest {
-                volume_id: v.id.clone(),
-                staging_target_path: staging.display().to_string(),
-            })
+            .node_unstage(requests::node_unstage(&v.id, &staging))
             .await;
         let done = ok_or_not_found(&rpc);
         calls.push(rpc);
@@ -156,14 +157,12 @@ pub(super) async fn release(w: &mut CsiWorld, c: usize) -> Result<Vec<Rpc>, Stri
             return Ok(calls);
         }
     }
+    if any_left {
+        return Ok(calls);
+    }
     if w.controller_publishes() {
-        let rpc = w
-            .controller_unpublish(pb::ControllerUnpublishVolumeRequest {
-                volume_id: v.id.clone(),
-                node_id: w.publish_node_id()?,
-                secrets: w.secrets(),
-            })
-            .await;
+        let req = requests::controller_unpublish(w, &v.id)?;
+        let rpc = w.controller_unpublish(req).await;
         if ok_or_not_found(&rpc) {
             w.controller_published.remove(&v.id);
         }
@@ -366,14 +365,15 @@ async fn nothing_mounted(w: &mut CsiWorld) -> StepResult {
 
 #[then("the volume can be deleted")]
 async fn can_delete(w: &mut CsiWorld) -> StepResult {
-    if w.node_only() {
-        // DeleteVolume is the controller's; a node-only run borrowed the volume.
-        crate::recorder::lock(&w.ctx().case).notes.push(
-            "node-only run: DeleteVolume is the controller plugin's call, not made here".into(),
+    let v = w.vol(0)?.clone();
+    if v.borrowed {
+        // The user's volume, registered rather than created: never deleted.
+        w.ctx().note(
+            "the volume is one of --volume, registered rather than created: DeleteVolume is not called on it",
         );
         return Ok(());
     }
-    let id = w.vol(0)?.id.clone();
+    let id = v.id;
     let rpc = w.delete_volume(&id).await;
     if rpc.ok() {
         return Ok(());
@@ -517,10 +517,28 @@ async fn over_limit(w: &mut CsiWorld) -> StepResult {
 #[when(expr = "the harness creates one volume name with {int} concurrent calls")]
 async fn concurrent_creates(w: &mut CsiWorld, n: usize) {
     let name = w.unique_name("vol");
+    let mut calls = concurrent_round(w, &name, n).await;
+    // Every call refused the run's size as OUT_OF_RANGE: find a size the plugin accepts with a
+    // volume of another name (deleted with the clause), then race again at that size.
+    if calls.iter().all(|c| c.code == Code::OutOfRange) {
+        let probe_name = w.unique_name("size");
+        w.create_sized(
+            |w| requests::create_volume(w, &probe_name, Mode::SingleNodeWriter),
+            Mode::SingleNodeWriter,
+        )
+        .await;
+        let name = w.unique_name("vol");
+        calls = concurrent_round(w, &name, n).await;
+    }
+    w.last = calls;
+}
+
+/// `n` CreateVolume calls with one name at once, at the clause's volume size.
+async fn concurrent_round(w: &mut CsiWorld, name: &str, n: usize) -> Vec<Rpc> {
     let conn = w.config().controller.clone();
     let d = w.ctx().run.profile.csi.rpc_deadline;
     let reqs: Vec<_> = (0..n)
-        .map(|_| requests::create_volume(w, &name, Mode::SingleNodeWriter))
+        .map(|_| requests::create_volume(w, name, Mode::SingleNodeWriter))
         .collect();
     let results = join_all(reqs.into_iter().map(|req| {
         let mut cl = conn.controller();
@@ -538,12 +556,12 @@ async fn concurrent_creates(w: &mut CsiWorld, n: usize) {
         if let Some(v) = resp.and_then(|r| r.volume)
             && !w.vols.iter().any(|x| x.id == v.volume_id)
         {
-            let size = w.config().volume_size;
-            w.adopt_volume(&name, &v, size, Mode::SingleNodeWriter);
+            let size = w.volume_size();
+            w.adopt_volume(name, &v, size, Mode::SingleNodeWriter);
         }
         calls.push(rpc);
     }
-    w.last = calls;
+    calls
 }
 
 fn volume_id(rpc: &Rpc) -> Option<String> {
@@ -597,8 +615,12 @@ async fn lifecycles(w: &mut CsiWorld) -> StepResult {
         let name = w.unique_name("vol");
         let mut first_id: Option<String> = None;
         for _ in 0..2 {
-            let req = requests::create_volume(w, &name, Mode::SingleNodeWriter);
-            let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+            let rpc = w
+                .create_sized(
+                    |w| requests::create_volume(w, &name, Mode::SingleNodeWriter),
+                    Mode::SingleNodeWriter,
+                )
+                .await;
             if !rpc.ok() {
                 failures.push(format!("round {round}: {}", rpc.summary()));
             } else if let Some(id) = volume_id(&rpc) {
@@ -683,6 +705,7 @@ async fn restarts(w: &mut CsiWorld) -> StepResult {
         .restart(timeout)
         .await
         .map_err(|e| w.fail("the plugin starts again", &e, &[]))?;
+    let started = launcher.started_at();
     let dial = std::time::Duration::from_secs(1);
     w.config()
         .node
@@ -696,5 +719,212 @@ async fn restarts(w: &mut CsiWorld) -> StepResult {
             .await
             .map_err(|e| w.ctx().harness_error(e))?;
     }
+    // As after the first start, Nomad calls nothing but Probe until the plugin is ready again.
+    let csi = w.ctx().run.profile.csi.clone();
+    let readiness = super::ready::wait_ready(
+        &w.config().node,
+        started,
+        "the plugin's restart",
+        csi.probe_deadline,
+        csi.health_timeout,
+    )
+    .await;
+    for (_, rpc, _) in readiness
+        .probes
+        .iter()
+        .take(1)
+        .chain(readiness.probes.last())
+    {
+        w.record(rpc, &w.config().node);
+    }
+    if !readiness.ready() {
+        let calls: Vec<&Rpc> = readiness.probes.iter().map(|(_, r, _)| r).collect();
+        return Err(w.fail(
+            "the restarted plugin reports ready within Nomad's health timeout (otherwise Nomad restarts it again and never registers it)",
+            &readiness.why_not(),
+            &calls,
+        ));
+    }
     Ok(())
+}
+
+// ---- topology --------------------------------------------------------------------------------
+
+/// Whether a volume topology is reachable from the node's (nomad/structs/node.go, Contains):
+/// every segment of the volume's topology is one of the node's, with the same value.
+fn reachable(volume: &serde_json::Value, node: &std::collections::HashMap<String, String>) -> bool {
+    volume
+        .get("segments")
+        .and_then(|s| s.as_object())
+        .is_some_and(|segments| {
+            segments.iter().all(|(k, v)| {
+                v.as_str()
+                    .is_some_and(|v| node.get(k).is_some_and(|n| n == v))
+            })
+        })
+}
+
+#[then("the volume's topology, if it reports one, is reachable from the node's topology")]
+async fn topology_reachable(w: &mut CsiWorld) -> StepResult {
+    let v = w.vol(0)?.clone();
+    let topologies: Vec<serde_json::Value> = v
+        .volume
+        .as_ref()
+        .and_then(|j| j.get("accessible_topology"))
+        .and_then(|t| t.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if topologies.is_empty() {
+        // No constraint: Nomad's scheduler places a claim of it on any node, this one included.
+        w.ctx()
+            .note("the volume reports no accessible_topology: Nomad places it on any node");
+        return Ok(());
+    }
+    let node = w.config().node_topology.clone().unwrap_or_default();
+    if topologies.iter().any(|t| reachable(t, &node)) {
+        return Ok(());
+    }
+    let node_text = if node.is_empty() {
+        "NodeGetInfo reports no accessible_topology".to_string()
+    } else {
+        format!(
+            "NodeGetInfo's accessible_topology is {}",
+            serde_json::to_string(&node).unwrap_or_default()
+        )
+    };
+    Err(w.fail(
+        "a created volume is accessible from the node: one of its accessible_topology entries has only segments the node's NodeGetInfo topology has, with the same values (otherwise Nomad's scheduler never places a claim of it on this node: \"did not meet topology requirement\")",
+        &format!(
+            "the volume's accessible_topology is {}; {node_text}",
+            serde_json::Value::Array(topologies)
+        ),
+        &[],
+    ))
+}
+
+// ---- deleting a volume in use ----------------------------------------------------------------
+
+#[when("`nomad volume delete` calls DeleteVolume of the claimed volume")]
+async fn deletes_claimed(w: &mut CsiWorld) -> StepResult {
+    let id = w.vol(0)?.id.clone();
+    let rpc = w.delete_volume(&id).await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[then("the allocation's target path still holds the file")]
+async fn still_holds_file(w: &mut CsiWorld) -> StepResult {
+    let (_, alloc) = claim_alloc(w, 0)?;
+    let token = w.ctx().token.clone();
+    let calls: Vec<Rpc> = w.last.clone();
+    let refs: Vec<&Rpc> = calls.iter().collect();
+    take_marker(&alloc.target, &token).map_err(|e| {
+        w.fail(
+            "the running allocation still has its data after the refused delete",
+            &e,
+            &refs,
+        )
+    })
+}
+
+// ---- a read claim beside a write claim ---------------------------------------------------------
+
+#[given("the plugin has created a multi-node-single-writer volume")]
+async fn multi_node_single_writer(w: &mut CsiWorld) -> StepResult {
+    w.must_create_volume(Mode::MultiNodeSingleWriter)
+        .await
+        .map(|_| ())
+}
+
+#[when("Nomad claims the volume read-only for a second allocation on the node")]
+async fn claims_read_only_beside(w: &mut CsiWorld) -> StepResult {
+    let calls = claim_as(w, 0, false, true).await?;
+    super::common::readonly_refusal_allowed(w, &calls)?;
+    w.last = calls;
+    Ok(())
+}
+
+#[then("the second allocation sees what the first writes, and cannot write")]
+async fn reader_sees_and_cannot_write(w: &mut CsiWorld) -> StepResult {
+    let (_, writer) = claim_alloc(w, 0)?;
+    let (_, reader) = claim_alloc(w, 1)?;
+    let token = w.ctx().token.clone();
+    let calls: Vec<Rpc> = w.last.clone();
+    let refs: Vec<&Rpc> = calls.iter().collect();
+    write_marker(&writer.target, &token).map_err(|e| {
+        w.fail(
+            "the writing allocation can still write beside a reader",
+            &e,
+            &refs,
+        )
+    })?;
+    let seen = reader.target.join(marker_name(&token));
+    match std::fs::read_to_string(&seen) {
+        Ok(s) if s == token => {}
+        _ => {
+            return Err(w.fail(
+                "the read-only allocation's target shows the volume the writer writes to",
+                &format!(
+                    "a file written at {} is not at the reader's target {}",
+                    writer.target.display(),
+                    reader.target.display()
+                ),
+                &refs,
+            ));
+        }
+    }
+    let probe = reader.target.join(format!("nomad-conform-{token}-ro.txt"));
+    match std::fs::write(&probe, "x") {
+        Err(e)
+            if e.raw_os_error() == Some(nix::libc::EROFS)
+                || e.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            Ok(())
+        }
+        other => {
+            let _ = std::fs::remove_file(&probe);
+            Err(w.fail(
+                "a read claim (ControllerPublishVolume and NodePublishVolume with readonly = true, staged at its own ro- path) cannot write to the volume, even beside a writer on the node",
+                &match other {
+                    Ok(()) => format!("writing {} succeeded", probe.display()),
+                    Err(e) => format!("writing {} failed with {e}, not EROFS", probe.display()),
+                },
+                &refs,
+            ))
+        }
+    }
+}
+
+#[when("Nomad releases the volume for the read-only allocation")]
+async fn releases_reader(w: &mut CsiWorld) -> StepResult {
+    w.last = release(w, 1).await?;
+    Ok(())
+}
+
+#[then("the first allocation can still write to the volume")]
+async fn writer_still_writes(w: &mut CsiWorld) -> StepResult {
+    let (_, writer) = claim_alloc(w, 0)?;
+    let token = w.ctx().token.clone();
+    let calls: Vec<Rpc> = w.last.clone();
+    let refs: Vec<&Rpc> = calls.iter().collect();
+    if let Some(bad) = refs.iter().find(|c| !ok_or_not_found(c)) {
+        return Err(w.fail(
+            "releasing the read claim succeeds (NodeUnpublishVolume, and NodeUnstageVolume of its ro- staging path)",
+            &bad.summary(),
+            &refs,
+        ));
+    }
+    let probe = writer
+        .target
+        .join(format!("nomad-conform-{token}-after.txt"));
+    let wrote = std::fs::write(&probe, "x");
+    let _ = std::fs::remove_file(&probe);
+    let _ = std::fs::remove_file(writer.target.join(marker_name(&token)));
+    wrote.map_err(|e| {
+        w.fail(
+            "after the read claim is released, the write claim on the node still writes (Nomad unstages only the reader's ro- path and keeps the controller publication)",
+            &format!("writing {} failed: {e}", probe.display()),
+            &refs,
+        )
+    })
 }

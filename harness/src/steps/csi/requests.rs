@@ -11,6 +11,8 @@ pub enum Mode {
     #[default]
     SingleNodeWriter,
     MultiNodeMultiWriter,
+    /// One writer and any number of readers: what a read claim beside a write claim needs.
+    MultiNodeSingleWriter,
     /// `attachment_mode = "block-device"`, single-node-writer.
     BlockSingleNodeWriter,
 }
@@ -20,6 +22,7 @@ impl Mode {
         match self {
             Mode::SingleNodeWriter | Mode::BlockSingleNodeWriter => PbMode::SingleNodeWriter,
             Mode::MultiNodeMultiWriter => PbMode::MultiNodeMultiWriter,
+            Mode::MultiNodeSingleWriter => PbMode::MultiNodeSingleWriter,
         }
     }
 
@@ -44,6 +47,7 @@ impl Mode {
         match self {
             Mode::SingleNodeWriter => "single-node-writer file-system",
             Mode::MultiNodeMultiWriter => "multi-node-multi-writer file-system",
+            Mode::MultiNodeSingleWriter => "multi-node-single-writer file-system",
             Mode::BlockSingleNodeWriter => "single-node-writer block",
         }
     }
@@ -53,6 +57,7 @@ impl Mode {
         let (attachment, access) = match self {
             Mode::SingleNodeWriter => ("file-system", "single-node-writer"),
             Mode::MultiNodeMultiWriter => ("file-system", "multi-node-multi-writer"),
+            Mode::MultiNodeSingleWriter => ("file-system", "multi-node-single-writer"),
             Mode::BlockSingleNodeWriter => ("block-device", "single-node-writer"),
         };
         format!(
@@ -61,13 +66,24 @@ impl Mode {
         )
     }
 
-    /// The capability Nomad sends: a mount with no fs_type and no flags for
-    /// `attachment_mode = "file-system"`, an empty block for `"block-device"`.
+    /// The capability Nomad sends with no mount options: a mount with no fs_type and no flags
+    /// for `attachment_mode = "file-system"`, an empty block for `"block-device"`.
     pub fn capability(self) -> pb::VolumeCapability {
+        self.capability_with("", &[])
+    }
+
+    /// The capability Nomad sends (plugins/csi/plugin.go, VolumeCapabilityFromStructs): for
+    /// a file-system volume a mount with the volume's mount_options (fs_type and
+    /// mount_flags; volume_mount_group never), for a block volume an empty block.
+    pub fn capability_with(self, fs_type: &str, flags: &[String]) -> pb::VolumeCapability {
         let access_type = if self.is_block() {
             pb::volume_capability::AccessType::Block(pb::volume_capability::BlockVolume::default())
         } else {
-            pb::volume_capability::AccessType::Mount(pb::volume_capability::MountVolume::default())
+            pb::volume_capability::AccessType::Mount(pb::volume_capability::MountVolume {
+                fs_type: fs_type.to_string(),
+                mount_flags: flags.to_vec(),
+                volume_mount_group: String::new(),
+            })
         };
         pb::VolumeCapability {
             access_type: Some(access_type),
@@ -85,13 +101,18 @@ pub fn capacity(bytes: i64) -> Option<pb::CapacityRange> {
     })
 }
 
+/// CreateVolume as Nomad sends it (client/structs/csi.go, ToCSIRequest): the capacity range
+/// (none when the clause fell back to the plugin's own size), the capability with the mount
+/// options, the parameters and secrets, and an accessibility_requirements that is always
+/// present, empty unless the volume specification names topologies.
 pub fn create_volume(w: &CsiWorld, name: &str, mode: Mode) -> pb::CreateVolumeRequest {
     pb::CreateVolumeRequest {
         name: name.to_string(),
-        capacity_range: capacity(w.config().volume_size),
-        volume_capabilities: vec![mode.capability()],
+        capacity_range: w.capacity_range(),
+        volume_capabilities: vec![w.cap(mode)],
         parameters: w.config().volume_parameters.clone(),
         secrets: w.secrets(),
+        accessibility_requirements: Some(pb::TopologyRequirement::default()),
         ..Default::default()
     }
 }
@@ -106,10 +127,24 @@ pub fn controller_publish(
     Ok(pb::ControllerPublishVolumeRequest {
         volume_id: vol.id.clone(),
         node_id: w.publish_node_id()?,
-        volume_capability: Some(vol.mode.capability()),
+        volume_capability: Some(w.cap(vol.mode)),
         readonly,
         secrets: w.secrets(),
         volume_context: volume_context(vol),
+    })
+}
+
+/// ControllerUnpublishVolume as Nomad sends it: the volume and the node, and no secrets (the
+/// server puts the volume's secrets into its request to the client, whose ToCSIRequest in
+/// client/structs/csi.go copies only the two IDs).
+pub fn controller_unpublish(
+    w: &CsiWorld,
+    volume_id: &str,
+) -> Result<pb::ControllerUnpublishVolumeRequest, String> {
+    Ok(pb::ControllerUnpublishVolumeRequest {
+        volume_id: volume_id.to_string(),
+        node_id: w.publish_node_id()?,
+        secrets: Default::default(),
     })
 }
 
@@ -131,7 +166,7 @@ pub fn node_stage(
         volume_id: vol.id.clone(),
         publish_context,
         staging_target_path: staging.to_string(),
-        volume_capability: Some(vol.mode.capability()),
+        volume_capability: Some(w.cap(vol.mode)),
         secrets: w.secrets(),
         volume_context: volume_context(vol),
     }
@@ -150,10 +185,40 @@ pub fn node_publish(
         publish_context,
         staging_target_path: staging.to_string(),
         target_path: target.to_string(),
-        volume_capability: Some(vol.mode.capability()),
+        volume_capability: Some(w.cap(vol.mode)),
         readonly,
         secrets: w.secrets(),
         volume_context: volume_context(vol),
+    }
+}
+
+/// NodeUnstageVolume of `volume_id` at `staging` (Nomad sends nothing else).
+pub fn node_unstage(volume_id: &str, staging: &std::path::Path) -> pb::NodeUnstageVolumeRequest {
+    pb::NodeUnstageVolumeRequest {
+        volume_id: volume_id.to_string(),
+        staging_target_path: staging.display().to_string(),
+    }
+}
+
+/// NodeUnpublishVolume of `volume_id` at `target` (Nomad sends nothing else).
+pub fn node_unpublish(volume_id: &str, target: &std::path::Path) -> pb::NodeUnpublishVolumeRequest {
+    pb::NodeUnpublishVolumeRequest {
+        volume_id: volume_id.to_string(),
+        target_path: target.display().to_string(),
+    }
+}
+
+/// NodeGetVolumeStats of `volume_id` published at `path`, with its staging path when the
+/// plugin stages (empty otherwise).
+pub fn volume_stats(
+    volume_id: &str,
+    path: &std::path::Path,
+    staging: &str,
+) -> pb::NodeGetVolumeStatsRequest {
+    pb::NodeGetVolumeStatsRequest {
+        volume_id: volume_id.to_string(),
+        volume_path: path.display().to_string(),
+        staging_target_path: staging.to_string(),
     }
 }
 

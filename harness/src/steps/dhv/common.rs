@@ -87,13 +87,23 @@ async fn file_into_each_volume(w: &mut DhvWorld) -> StepResult {
 async fn exits_zero(w: &mut DhvWorld) -> StepResult {
     w.last_call()?;
     for call in &w.last {
-        if !call.succeeded() {
-            return Err(w.fail(
-                &format!("{} exits with status 0", call.label),
+        if call.succeeded() {
+            continue;
+        }
+        let expected = format!("{} exits with status 0", call.label);
+        // Killed at the deadline: the deadline clause judges that, not the exit status.
+        if call.killed_at_deadline() {
+            return Err(w.precondition(
+                super::deadline_clause(call),
+                &format!("{} ends before its deadline", call.label),
                 &call.summary(),
                 &[call],
             ));
         }
+        if let Some(problem) = &w.root_problem {
+            return Err(w.blocked_on(problem, &call.summary()));
+        }
+        return Err(w.fail(&expected, &call.summary(), &[call]));
     }
     Ok(())
 }
@@ -101,6 +111,9 @@ async fn exits_zero(w: &mut DhvWorld) -> StepResult {
 #[then("the plugin exits with a non-zero status")]
 async fn exits_non_zero(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
+    if let Some(problem) = &w.root_problem {
+        return Err(w.blocked_on(problem, &call.summary()));
+    }
     let problem = match &call.out.status {
         ExitStatus::Exited { code } if *code != 0 => return Ok(()),
         ExitStatus::Exited { .. } => "it exited with status 0",
@@ -121,8 +134,20 @@ async fn exits_non_zero(w: &mut DhvWorld) -> StepResult {
 #[then("stdout is exactly one JSON object")]
 async fn stdout_one_object(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
+    // Nomad never reads the answer of a call that failed as an answer: the exit status (or
+    // the deadline) is what is wrong, and its clause judges it.
+    if !call.succeeded() {
+        return Err(w.precondition(
+            super::exit_clause(call),
+            &format!("{} exits with status 0", call.label),
+            &call.summary(),
+            &[call],
+        ));
+    }
     match call.stdout_json() {
-        Ok(serde_json::Value::Object(_)) => Ok(()),
+        // Go decodes `null` into a struct as a no-op: every field is left unset, which the
+        // clauses about the fields judge.
+        Ok(serde_json::Value::Object(_) | serde_json::Value::Null) => Ok(()),
         Ok(other) => Err(w.fail(
             "stdout holds exactly one JSON object",
             &format!(
@@ -149,6 +174,17 @@ async fn within_deadline(w: &mut DhvWorld, name: String) -> StepResult {
     let call = w.last_call()?;
     if call.out.wall <= deadline && !call.killed_at_deadline() {
         return Ok(());
+    }
+    // A fingerprint still running at the documented deadline is killed there: that clause
+    // judges it, and the shorter discovery deadline is broken by the same slowness.
+    let root = super::deadline_clause(call);
+    if call.killed_at_deadline() && root != w.ctx().clause.id {
+        return Err(w.precondition(
+            root,
+            &format!("{} ends before its deadline", call.label),
+            &call.summary(),
+            &[call],
+        ));
     }
     w.ctx().hint(Hint::TimedOut);
     let profile = &w.ctx().run.profile.name;
@@ -190,8 +226,9 @@ async fn reported_path_exists(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
     let Some(created) = &w.volume(0)?.created else {
         let seen = super::created_problem(call).unwrap_or_else(|| call.summary());
-        return Err(w.fail(
-            "create reports a path, and the path exists",
+        return Err(w.precondition(
+            super::create_root_clause(call),
+            "create reports a path Nomad would register",
             &format!("no usable path was reported: {seen}"),
             &[call],
         ));
@@ -212,6 +249,38 @@ async fn reported_path_gone(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
     if Path::new(&path).symlink_metadata().is_err() {
         return Ok(());
+    }
+    // A failed ordinary delete is judged by the exit (or deadline) clause. What a special
+    // delete (the automatic one) left is this clause's own finding, unless an ordinary delete
+    // of the same volume fails, or leaves it, too.
+    if call.label == "delete" && !call.succeeded() {
+        return Err(w.precondition(
+            super::exit_clause(call),
+            "delete exits with status 0",
+            &call.summary(),
+            &[call],
+        ));
+    }
+    if call.label != "delete" {
+        let ordinary = w
+            .delete(0, "delete (ordinary, to tell a general failure)")
+            .await?;
+        if !ordinary.succeeded() {
+            return Err(w.precondition(
+                super::exit_clause(&ordinary),
+                "an ordinary delete exits with status 0",
+                &ordinary.summary(),
+                &[&ordinary],
+            ));
+        }
+        if Path::new(&path).symlink_metadata().is_ok() {
+            return Err(w.precondition(
+                "DHV-DELETE-REMOVES-PATH",
+                "an ordinary delete removes the volume's path",
+                &format!("{path} still exists after an ordinary delete too"),
+                &[&ordinary],
+            ));
+        }
     }
     Err(w.fail(
         "delete removes the path create reported",

@@ -21,6 +21,42 @@ async fn asks_for_capacity(w: &mut DhvWorld) {
     w.volumes[0].req.capacity_max = range.1;
 }
 
+#[given("a volume request whose volumes directory does not exist")]
+async fn request_without_volumes_dir(w: &mut DhvWorld) -> StepResult {
+    let i = w.add_volume();
+    let dir = w.volumes[i].req.volumes_dir.clone();
+    if dir.exists() {
+        return Err(w
+            .ctx()
+            .harness_error(format!("{} exists already", dir.display())));
+    }
+    Ok(())
+}
+
+#[then("the create succeeds although the volumes directory did not exist")]
+async fn created_without_volumes_dir(w: &mut DhvWorld) -> StepResult {
+    let call = w.last_call()?;
+    let v = w.volume(0)?;
+    let Err((root, seen)) = super::usable_volume(call, v.created.as_ref(), &v.req, &[]) else {
+        return Ok(());
+    };
+    // Does a create work once the directory is there? If not, the directory is not the cause.
+    let dir = v.req.volumes_dir.clone();
+    let _ = std::fs::create_dir_all(&dir);
+    if let Err(problem) = w.ordinary_calls(1, false).await {
+        return Err(w.blocked_on(&problem, &seen));
+    }
+    let call = w.last_call()?;
+    Err(w.fail(
+        "create makes DHV_VOLUMES_DIR when it does not exist yet (Nomad never makes it)",
+        &format!(
+            "{seen}\nwith DHV_VOLUMES_DIR ({}) made beforehand, the same create succeeds (so {root} is not the cause)",
+            dir.display()
+        ),
+        &[call],
+    ))
+}
+
 #[when("Nomad creates the volume")]
 async fn creates_the_volume(w: &mut DhvWorld) -> StepResult {
     w.snapshot_volumes_dir();
@@ -66,9 +102,243 @@ async fn create_all_at_once(w: &mut DhvWorld, label: &str) -> StepResult {
     Ok(())
 }
 
+/// The budget every restore at agent start shares: the fingerprint manager's context,
+/// `batchFirstFingerprintsTimeout` in client/node_updater.go.
+const RESTORE_BUDGET: std::time::Duration = std::time::Duration::from_secs(50);
+
 #[when("the agent restarts and restores every volume at once")]
 async fn restores(w: &mut DhvWorld) -> StepResult {
-    create_all_at_once(w, "create (restore)").await
+    // All at once under one shared budget (they start together, so each gets what is left of
+    // it: all of it); a profile's shorter create deadline caps it too.
+    let deadline = RESTORE_BUDGET.min(w.deadlines().create_deadline);
+    let n = w.volumes.len();
+    let calls: Vec<Call> = {
+        let w: &DhvWorld = w;
+        join_all((0..n).map(|i| async move {
+            let v = &w.volumes[i];
+            let call = w
+                .invoke(
+                    "create (restore)",
+                    "create",
+                    v.req.create_env(),
+                    EnvPolicy::Configured,
+                    deadline,
+                )
+                .await;
+            if let Some(c) = created_from(&call) {
+                w.track_volume(&v.req, &c.path, v.deleted.clone());
+            }
+            call
+        }))
+        .await
+    };
+    w.last = calls;
+    Ok(())
+}
+
+#[when("the volume's path vanishes, as after a host reboot")]
+async fn path_vanishes(w: &mut DhvWorld) -> StepResult {
+    let path = w.created_path(0)?;
+    let vols = w.volumes_dir();
+    // Never remove what is not the volume's own (its own clause judges such a path).
+    if let Some(problem) = own_path_problem(&path, &vols, &[]) {
+        let text = w.fail_after(
+            "precondition: the volume has a path of its own, which the harness can remove",
+            &format!("{problem}; the harness removes nothing there"),
+            &w.create_repro(0),
+            &[],
+        );
+        return Err(w.ctx().blocked("DHV-CREATE-OWN-PATH", text));
+    }
+    // Only what this run made can be removed: the path must lie inside the run's own scratch
+    // directory (resolved, symlinks and all). A plugin that keeps its volumes elsewhere cannot
+    // be judged here, since the harness never removes what it did not create.
+    let run_dir = std::fs::canonicalize(&w.ctx().run.scratch_base).ok();
+    let target = std::fs::canonicalize(&path).ok();
+    let target = match (run_dir, target) {
+        (Some(run), Some(t)) if t.starts_with(&run) && t != run => t,
+        (_, None) => {
+            // Gone already: DHV-CREATE-PATH-EXISTS judges a path that does not exist.
+            let text = w.fail_after(
+                "precondition: the volume's path exists after create",
+                &format!("{path} does not exist"),
+                &w.create_repro(0),
+                &[],
+            );
+            return Err(w.ctx().blocked("DHV-CREATE-PATH-EXISTS", text));
+        }
+        _ => {
+            return Err(w.ctx().skip(format!(
+                "the volume's path {path} lies outside the run's scratch directory: the harness removes nothing it did not create, so it cannot make the path vanish as a reboot would"
+            )));
+        }
+    };
+    vanish(&target).map_err(|e| {
+        w.ctx()
+            .harness_error(format!("cannot make {path} vanish as a reboot would: {e}"))
+    })?;
+    w.ctx()
+        .note(format!("{path} was removed (unmounted first where it was a mount point), as a host reboot loses a mount or a tmpfs"));
+    Ok(())
+}
+
+/// Unmount `path` while it is a mount point, then remove it: what a reboot does to a mount,
+/// and to a directory on a tmpfs.
+fn vanish(path: &Path) -> std::io::Result<()> {
+    for _ in 0..10 {
+        if !is_mount_point(path) {
+            break;
+        }
+        nix::mount::umount2(path, nix::mount::MntFlags::empty()).map_err(std::io::Error::from)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Whether `path` is a mount point (listed in /proc/self/mountinfo).
+fn is_mount_point(path: &Path) -> bool {
+    let Ok(canon) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    let canon = canon.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| unescape_mountinfo(m) == canon)
+}
+
+/// A mountinfo path with its octal escapes (`\040` for a space) decoded.
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
+        {
+            out.push(v);
+            i += 4;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[then("the reported path exists again")]
+async fn path_exists_again(w: &mut DhvWorld) -> StepResult {
+    let call = w.last_call()?;
+    let path = w.created_path(0)?;
+    if Path::new(&path).is_dir() || Path::new(&path).exists() {
+        return Ok(());
+    }
+    Err(w.fail_after(
+        "the restore makes the volume available again: its path exists (a task mounting it binds that path)",
+        &format!(
+            "the restore exited 0 and reported {path}, which does not exist: every task that mounts the volume would fail"
+        ),
+        &w.create_repro(0),
+        &[call],
+    ))
+}
+
+#[when("Nomad updates the volume to a larger capacity range")]
+async fn updates_capacity(w: &mut DhvWorld) -> StepResult {
+    let (min, max) = {
+        let req = &w.volume(0)?.req;
+        (req.capacity_min, req.capacity_max)
+    };
+    w.first_range = Some((min, max));
+    // Strictly above the old range, so the old size cannot lie within the new one.
+    let new_min = max.max(min).max(MIB).saturating_mul(2);
+    let new_max = new_min.saturating_mul(2);
+    w.volumes[0].req.capacity_min = new_min;
+    w.volumes[0].req.capacity_max = new_max;
+    let call = w
+        .create(0, "create (update: a larger capacity range)")
+        .await?;
+    w.last = vec![call];
+    Ok(())
+}
+
+#[then(
+    "the update reports 0 bytes or a size within the new range, or fails with a non-zero exit status"
+)]
+async fn update_applied(w: &mut DhvWorld) -> StepResult {
+    let call = w.last_call()?;
+    let req = w.volume(0)?.req.clone();
+    let (first_min, first_max) = w.first_range.unwrap_or_default();
+    if call.exit_code().is_some_and(|c| c != 0) {
+        w.ctx()
+            .note("the plugin refused the update with a non-zero exit status");
+        return Ok(());
+    }
+    let expected = format!(
+        "the update applies the new range {}..{} (\"bytes\" 0 or within it) or fails with a non-zero exit status",
+        req.capacity_min, req.capacity_max
+    );
+    if let Some((root, seen)) = super::answer_problem(call) {
+        return Err(w.precondition(
+            root,
+            "create exits 0 with an answer Nomad can decode, or fails",
+            &seen,
+            &[call],
+        ));
+    }
+    let json = call
+        .stdout_json()
+        .map_err(|p| w.fail(&expected, &p.to_string(), &[call]))?;
+    let resp = create_response(&json).map_err(|e| w.fail(&expected, &e, &[call]))?;
+    let bytes = match resp.bytes {
+        Field::Invalid(e) => {
+            return Err(w.precondition(
+                "DHV-CREATE-BYTES",
+                "create reports \"bytes\" Go can decode",
+                &e,
+                &[call],
+            ));
+        }
+        Field::Value(b) => b,
+        Field::Absent | Field::Null => 0,
+    };
+    if bytes == 0 || (req.capacity_min..=req.capacity_max).contains(&bytes) {
+        return Ok(());
+    }
+    // A size already outside the first create's range is DHV-CREATE-CAPACITY's finding: the
+    // update cannot be told from it.
+    let first =
+        w.volume(0)?
+            .created
+            .as_ref()
+            .and_then(|c| match create_response(&c.json).ok()?.bytes {
+                Field::Value(b) => Some(b),
+                _ => None,
+            });
+    if let Some(b) = first.filter(|b| *b != 0 && !(first_min..=first_max).contains(b)) {
+        let text = w.fail_after(
+            "precondition: the first create reports 0 bytes or a size within its range",
+            &format!(
+                "the first create, asked for {first_min}..{first_max}, reported {b} bytes already"
+            ),
+            &w.create_repro(0),
+            &[],
+        );
+        return Err(w.ctx().blocked("DHV-CREATE-CAPACITY", text));
+    }
+    Err(w.fail_after(
+        &expected,
+        &format!(
+            "it exited 0 with \"bytes\": {bytes}, outside the new range: Nomad reports the update as done and stores {bytes} as the volume's capacity"
+        ),
+        &w.create_repro(0),
+        &[call],
+    ))
 }
 
 #[when("Nomad creates all the volumes at once")]
@@ -144,6 +414,13 @@ async fn creates_impossible(w: &mut DhvWorld) -> StepResult {
             continue;
         }
         if !call.succeeded() {
+            // Killed at its deadline: if an ordinary create is killed too, the deadline
+            // clause judges that.
+            if call.killed_at_deadline()
+                && let Err(problem) = w.ordinary_calls(1, false).await
+            {
+                w.root_problem = Some(problem);
+            }
             w.last = vec![call];
             return Ok(());
         }
@@ -197,6 +474,7 @@ fn stopped_by_harness(call: &Call) -> Option<String> {
 async fn has_path(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
     let expected = "stdout is {\"path\": \"<absolute path>\", ...} with a non-empty absolute path";
+    answer_readable(w, call)?;
     let json = call
         .stdout_json()
         .map_err(|p| w.fail(expected, &format!("{p}\n{}", call.summary()), &[call]))?;
@@ -218,27 +496,23 @@ async fn has_path(w: &mut DhvWorld) -> StepResult {
     }
 }
 
-#[then(r#"the response's "bytes" is absent or an integer from 0 to 9223372036854775807"#)]
+#[then(r#"the response's "bytes" is absent or an integer Go decodes into an int64"#)]
 async fn has_bytes(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
-    let expected = "\"bytes\" is absent, or a JSON integer from 0 to 9223372036854775807";
+    let expected =
+        "\"bytes\" is absent, or a JSON integer from -9223372036854775808 to 9223372036854775807";
+    answer_readable(w, call)?;
     let json = call
         .stdout_json()
         .map_err(|p| w.fail(expected, &format!("{p}\n{}", call.summary()), &[call]))?;
     let resp = create_response(&json).map_err(|e| w.fail(expected, &e, &[call]))?;
     match resp.bytes {
-        Field::Absent | Field::Null => Ok(()),
-        Field::Value(b) if b >= 0 => Ok(()),
-        Field::Value(b) => Err(w.fail(
-            expected,
-            &format!("\"bytes\" is {b}: a negative size"),
-            &[call],
-        )),
         Field::Invalid(e) => Err(w.fail(
             expected,
             &format!("{e}: Nomad fails the create after the volume was made"),
             &[call],
         )),
+        _ => Ok(()),
     }
 }
 
@@ -249,8 +523,9 @@ async fn paths_are_own(w: &mut DhvWorld) -> StepResult {
     for call in &w.last {
         let Some(created) = created_from(call) else {
             let why = created_problem(call).unwrap_or_default();
-            return Err(w.fail(
-                "each create reports a path",
+            return Err(w.precondition(
+                super::create_root_clause(call),
+                "each create reports a path Nomad would register",
                 &format!("no usable path: {why}"),
                 &[call],
             ));
@@ -268,20 +543,23 @@ async fn paths_are_own(w: &mut DhvWorld) -> StepResult {
     Ok(())
 }
 
-#[then("stdout holds the same JSON as the first create")]
-async fn same_json(w: &mut DhvWorld) -> StepResult {
+#[then("the answer has the path and bytes of the first create")]
+async fn same_answer(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
     let first = w.volume(0)?.created.clone().ok_or_else(|| {
         w.ctx()
             .harness_error("the first create did not succeed, nothing to compare")
     })?;
+    // What Nomad keeps of an answer: the path (the volume's host path) and the bytes (its
+    // capacity), as Go decodes them; any other field is ignored.
+    let kept = |j: &serde_json::Value| create_response(j).map(|r| (r.stored_path(), r.bytes)).ok();
     let seen = match call.stdout_json() {
-        Ok(j) if j == first.json => return Ok(()),
-        Ok(j) => format!("first: {}\nsecond: {j}", first.json),
-        Err(p) => format!("first: {}\nsecond: {p}", first.json),
+        Ok(j) if kept(&j).is_some() && kept(&j) == kept(&first.json) => return Ok(()),
+        Ok(j) => format!("first: {}\nagain: {j}", first.json),
+        Err(p) => format!("first: {}\nagain: {p}", first.json),
     };
     Err(w.fail_after(
-        "the second create returns the same JSON as the first",
+        "the repeated create answers the same \"path\" and \"bytes\" as the first (what Nomad keeps of the answer)",
         &seen,
         &[&first.reproduce],
         &[call],
@@ -319,10 +597,10 @@ async fn markers_still_there(w: &mut DhvWorld) -> StepResult {
 
 #[then("every restore exits with status 0 and reports the path of the first create")]
 async fn restores_match(w: &mut DhvWorld) -> StepResult {
+    let mut failed: Option<(usize, String)> = None;
     for (i, call) in w.last.iter().enumerate() {
         let first = w.created_path(i)?;
-        let again = created_from(call);
-        match again {
+        match created_from(call) {
             Some(c) if call.succeeded() && c.path == first => {}
             Some(c) => {
                 return Err(w.fail_after(
@@ -333,56 +611,143 @@ async fn restores_match(w: &mut DhvWorld) -> StepResult {
                 ));
             }
             None => {
-                let why = created_problem(call).unwrap_or_default();
-                return Err(w.fail(
-                    "create at agent start succeeds for an existing volume",
-                    &why,
-                    &[call],
-                ));
+                failed = Some((i, created_problem(call).unwrap_or_else(|| call.summary())));
+                break;
             }
         }
     }
-    Ok(())
+    let Some((i, why)) = failed else {
+        return Ok(());
+    };
+    // A create repeated alone that fails too is judged by the idempotency clause (or the
+    // clause of an ordinary create): not a restore problem.
+    if let Err(problem) = repeat_alone(w).await {
+        return Err(w.blocked_on(&problem, &why));
+    }
+    let call = &w.last[i];
+    Err(w.fail(
+        "create at agent start succeeds for an existing volume",
+        &format!("{why}\n(an ordinary volume created twice, one call after the other, is fine)"),
+        &[call],
+    ))
+}
+
+/// Create a new ordinary volume, then create it again: the problem, if either does not give
+/// the volume, with the clause that judges it.
+async fn repeat_alone(w: &mut DhvWorld) -> Result<(), super::Problem> {
+    let req = w.new_request();
+    let deleted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let label = "create (an ordinary volume, alone)";
+    let (first, created) = w
+        .create_request(label, &req, EnvPolicy::Configured, deleted.clone())
+        .await;
+    if let Err((root, seen)) = super::usable_volume(&first, created.as_ref(), &req, &[]) {
+        return Err(super::Problem {
+            root,
+            expected: "an ordinary create, alone, gives a volume Nomad can use".into(),
+            seen,
+            calls: vec![first],
+        });
+    }
+    let path = created.map(|c| c.path).unwrap_or_default();
+    let (again, created) = w
+        .create_request(
+            "create (the same volume again, alone)",
+            &req,
+            EnvPolicy::Configured,
+            deleted,
+        )
+        .await;
+    match created {
+        Some(c) if again.succeeded() && c.path == path => Ok(()),
+        _ => Err(super::Problem {
+            root: "DHV-CREATE-IDEMPOTENT",
+            expected: "the same create repeated alone succeeds with the same path".into(),
+            seen: created_problem(&again)
+                .unwrap_or_else(|| format!("first: {path}\n{}", again.summary())),
+            calls: vec![first, again],
+        }),
+    }
 }
 
 #[then("every create exits with status 0 and reports a distinct path that exists")]
 async fn parallel_ok(w: &mut DhvWorld) -> StepResult {
+    let Some((expected, seen, k)) = parallel_problem(w) else {
+        return Ok(());
+    };
+    // Two creates one after the other that fail the same way are not a concurrency problem:
+    // the clause that judges an ordinary create says what is wrong.
+    if let Err(problem) = w.ordinary_calls(2, false).await {
+        return Err(w.blocked_on(&problem, &seen));
+    }
+    let call = &w.last[k];
+    Err(w.fail(
+        &expected,
+        &format!("{seen}\n(two ordinary creates one after the other are fine)"),
+        &[call],
+    ))
+}
+
+/// The first problem among concurrent creates: what was expected, what was seen, which call.
+fn parallel_problem(w: &DhvWorld) -> Option<(String, String, usize)> {
     let vols = w.volumes_dir();
     let mut seen = Vec::new();
-    for call in &w.last {
+    for (k, call) in w.last.iter().enumerate() {
         let created = match created_from(call) {
             Some(c) => c,
             None => {
                 let why = created_problem(call).unwrap_or_default();
-                return Err(w.fail(
-                    &format!(
-                        "{} concurrent creates of different volumes all succeed",
-                        w.last.len()
-                    ),
-                    &why,
-                    &[call],
-                ));
+                let expected = format!(
+                    "{} concurrent creates of different volumes all succeed",
+                    w.last.len()
+                );
+                return Some((expected, why, k));
             }
         };
         if let Some(p) = own_path_problem(&created.path, &vols, &seen) {
-            return Err(w.fail("every volume has a path of its own", &p, &[call]));
+            return Some(("every volume has a path of its own".into(), p, k));
         }
         if !Path::new(&created.path).exists() {
-            return Err(w.fail(
-                "every reported path exists",
-                &format!("{} does not exist", created.path),
-                &[call],
-            ));
+            let p = format!("{} does not exist", created.path);
+            return Some(("every reported path exists".into(), p, k));
         }
         seen.push(created.path);
     }
-    Ok(())
+    None
+}
+
+/// A clause about a field of create's answer needs an answer: a create that did not exit 0,
+/// or whose stdout does not decode, is judged by the clause of that.
+fn answer_readable(w: &DhvWorld, call: &Call) -> StepResult {
+    match super::answer_problem(call) {
+        None => Ok(()),
+        Some((root, seen)) => Err(w.precondition(
+            root,
+            "create exits 0 with an answer Nomad can decode",
+            &seen,
+            &[call],
+        )),
+    }
 }
 
 #[then(
     "each create either succeeds or fails with a non-zero exit status and leaves nothing behind"
 )]
 async fn forms_handled(w: &mut DhvWorld) -> StepResult {
+    // The form every other clause sends (the run's parameters) failing is not about the form:
+    // the clause that judges an ordinary create says what is wrong.
+    let usual = w.config().parameters.to_go_json();
+    for call in &w.last {
+        if call.env_var("DHV_PARAMETERS") == Some(usual.as_str()) && created_from(call).is_none() {
+            let why = created_problem(call).unwrap_or_else(|| call.summary());
+            return Err(w.precondition(
+                super::create_root_clause(call),
+                &format!("create with the run's own parameters ({usual}) succeeds"),
+                &why,
+                &[call],
+            ));
+        }
+    }
     for (call, leftovers) in w.last.iter().zip(&w.form_leftovers) {
         let form = call.env_var("DHV_PARAMETERS").unwrap_or("?").to_string();
         let expected = format!(
@@ -413,6 +778,9 @@ async fn forms_handled(w: &mut DhvWorld) -> StepResult {
 async fn has_error_object(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
     let expected = "stdout is {\"error\": \"<what went wrong>\"}, which Nomad shows to the user";
+    if let Some(problem) = &w.root_problem {
+        return Err(w.blocked_on(problem, &call.summary()));
+    }
     let json = call
         .stdout_json()
         .map_err(|p| w.fail(expected, &format!("{p}\n{}", call.summary()), &[call]))?;
@@ -427,6 +795,35 @@ async fn has_error_object(w: &mut DhvWorld) -> StepResult {
 async fn bytes_in_range(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
     let req = w.volume(0)?.req.clone();
+    if let Some((root, seen)) = super::answer_problem(call).or_else(|| {
+        create_response(&call.stdout_json().ok()?)
+            .ok()?
+            .bytes
+            .invalid()
+            .map(|e| ("DHV-CREATE-BYTES", e.to_string()))
+    }) {
+        // Does an ordinary create, without the capacity range, fail the same way? Then the
+        // clause of that judges it; if not, the plugin refused this range, which is its right.
+        if let Err(problem) = w.ordinary_calls(1, false).await {
+            return Err(w.blocked_on(&problem, &seen));
+        }
+        let call = w.last_call()?;
+        let refused = call.exit_code().is_some_and(|c| c != 0);
+        if !refused {
+            return Err(w.fail(
+                "a create response with \"bytes\"",
+                &format!("{seen}\n(only with a capacity range: an ordinary create is fine; {root} judges only that)"),
+                &[call],
+            ));
+        }
+        return Err(w.ctx().skip(format!(
+            "the plugin refused the capacity range {}..{} that an ordinary create does not send ({}); pass --capacity-min and --capacity-max with a range it accepts to judge this clause",
+            req.capacity_min,
+            req.capacity_max,
+            seen.lines().next().unwrap_or_default()
+        )));
+    }
+    let call = w.last_call()?;
     let json = call.stdout_json().map_err(|p| {
         w.fail(
             "a create response with \"bytes\"",

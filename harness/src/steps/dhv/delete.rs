@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use cucumber::{given, then, when};
 use futures::future::join_all;
 
-use super::{DhvWorld, StepResult};
+use super::{DhvWorld, Problem, StepResult, exit_clause};
 use crate::plugins::dhv::Call;
 
 #[given("Nomad has deleted the volume")]
@@ -49,6 +49,21 @@ async fn deletes_never_created(w: &mut DhvWorld) -> StepResult {
     let call = w
         .delete_request("delete (never created)", req.delete_env(&path))
         .await;
+    if !call.succeeded() {
+        // Does the plugin fail every delete, of an existing volume too? Then that is what is
+        // wrong, and DHV-DELETE-EXIT-ZERO judges it.
+        let ordinary = w
+            .delete(0, "delete (an existing volume, to compare)")
+            .await?;
+        if !ordinary.succeeded() {
+            w.root_problem = Some(Problem {
+                root: exit_clause(&ordinary),
+                expected: "an ordinary delete of an existing volume exits with status 0".into(),
+                seen: ordinary.summary(),
+                calls: vec![ordinary],
+            });
+        }
+    }
     w.last = vec![call];
     Ok(())
 }
@@ -80,8 +95,23 @@ async fn deletes_all(w: &mut DhvWorld) -> StepResult {
 async fn auto_delete(w: &mut DhvWorld) -> StepResult {
     let path = w.created_path(0)?;
     let env = w.volume(0)?.req.auto_delete_env();
+    // HostVolumeManager.Create runs this delete with the create's own context: what is left
+    // of the create's deadline once the create returned, not a deadline of its own.
+    let used = w
+        .volume(0)?
+        .created
+        .as_ref()
+        .map(|c| c.wall)
+        .unwrap_or_default();
+    let deadline = w.deadlines().create_deadline.saturating_sub(used);
     let call = w
-        .delete_request("delete (after a failed state save)", env)
+        .invoke(
+            "delete (after a failed state save)",
+            "delete",
+            env,
+            crate::plugins::dhv::EnvPolicy::Configured,
+            deadline,
+        )
         .await;
     if call.succeeded() && Path::new(&path).symlink_metadata().is_err() {
         w.volumes[0].deleted.store(true, Ordering::SeqCst);
@@ -113,22 +143,86 @@ async fn second_intact(w: &mut DhvWorld) -> StepResult {
 #[then("every delete exits with status 0 and every path is gone")]
 async fn all_deleted(w: &mut DhvWorld) -> StepResult {
     let n = w.last.len();
-    for call in &w.last {
+    let mut found: Option<(String, String, usize)> = None;
+    for (k, call) in w.last.iter().enumerate() {
         let path = call.env_var("DHV_CREATED_PATH").unwrap_or_default();
         if !call.succeeded() {
-            return Err(w.fail(
-                &format!("{n} concurrent deletes of different volumes all succeed"),
-                &call.summary(),
-                &[call],
+            found = Some((
+                format!("{n} concurrent deletes of different volumes all succeed"),
+                call.summary(),
+                k,
             ));
+            break;
         }
         if Path::new(path).symlink_metadata().is_ok() {
-            return Err(w.fail(
-                &format!("{n} concurrent deletes of different volumes all remove their path"),
-                &format!("{path} still exists"),
-                &[call],
+            found = Some((
+                format!("{n} concurrent deletes of different volumes all remove their path"),
+                format!("{path} still exists"),
+                k,
             ));
+            break;
         }
     }
+    let Some((expected, seen, k)) = found else {
+        return Ok(());
+    };
+    // A delete that fails alone too is not a concurrency problem: its own clause judges it.
+    if let Err(problem) = w.ordinary_calls(1, true).await {
+        return Err(w.blocked_on(&problem, &seen));
+    }
+    let call = &w.last[k];
+    Err(w.fail(
+        &expected,
+        &format!("{seen}\n(an ordinary volume created and deleted alone is fine)"),
+        &[call],
+    ))
+}
+
+/// The volume ID of a delete no plugin should carry out: not a UUID, and a path outside the
+/// volumes directory if used as one (under the scenario's scratch directory, where nothing is).
+const NOT_AN_ID: &str = "../nomad-conform-not-an-id";
+
+#[when("Nomad deletes the volume, and then a volume the plugin cannot delete")]
+async fn deletes_undeletable(w: &mut DhvWorld) -> StepResult {
+    let ordinary = w.delete(0, "delete").await?;
+    if ordinary.killed_at_deadline() {
+        w.root_problem = Some(Problem {
+            root: exit_clause(&ordinary),
+            expected: "delete ends before its deadline".into(),
+            seen: ordinary.summary(),
+            calls: vec![],
+        });
+    }
+    if !ordinary.succeeded() {
+        w.last = vec![ordinary];
+        return Ok(());
+    }
+    let v = w.volume(0)?;
+    let vols = v.req.volumes_dir.clone();
+    let mut env = v
+        .req
+        .delete_env(&vols.join(NOT_AN_ID).display().to_string());
+    for (k, val) in env.iter_mut() {
+        if k == "DHV_VOLUME_ID" {
+            *val = NOT_AN_ID.to_string();
+        }
+    }
+    let call = w
+        .delete_request("delete (a volume ID that is no ID)", env)
+        .await;
+    if call.exit_code() == Some(0) {
+        return Err(w.ctx().skip(format!(
+            "no delete failed: the ordinary delete succeeded, and so did a delete with DHV_VOLUME_ID={NOT_AN_ID}; a failed delete's error could not be seen"
+        )));
+    }
+    if call.killed_at_deadline() {
+        w.root_problem = Some(Problem {
+            root: exit_clause(&call),
+            expected: "delete ends before its deadline".into(),
+            seen: call.summary(),
+            calls: vec![],
+        });
+    }
+    w.last = vec![call];
     Ok(())
 }

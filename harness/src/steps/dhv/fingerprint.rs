@@ -7,8 +7,8 @@ use cucumber::{then, when};
 
 use super::{DhvWorld, StepResult, list_paths, list_tree};
 use crate::goversion::GoVersion;
-use crate::plugins::dhv::EnvPolicy;
 use crate::plugins::dhv::response::{VersionField, version_field};
+use crate::plugins::dhv::{CallOpts, EnvPolicy};
 
 /// Top-level entries of a directory with their modification times.
 fn entries_with_mtime(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>)> {
@@ -28,15 +28,49 @@ fn entries_with_mtime(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>)> {
 
 #[when("Nomad fingerprints the plugin")]
 async fn fingerprints(w: &mut DhvWorld) {
-    let plugin_dir = w.plugin().dir.clone();
-    w.fingerprint_before = Some((list_tree(&w.cwd()), entries_with_mtime(&plugin_dir)));
     let call = w.fingerprint(EnvPolicy::Configured).await;
     w.last = vec![call];
+}
+
+/// Alone (no other call of the plugin runs, so nothing else writes where this one is watched),
+/// and with a /tmp of its own: a directory of the scenario that the stand-in for the agent
+/// bind-mounts over /tmp (see [`crate::plugins::dhv::agent`]), so that whatever the plugin
+/// writes under /tmp lands there, where it can be seen and nowhere else.
+#[when("Nomad fingerprints the plugin while nothing else of it runs")]
+async fn fingerprints_alone(w: &mut DhvWorld) -> StepResult {
+    let plugin = w.plugin();
+    let tmp = w.ctx().scratch.join("tmp");
+    std::fs::create_dir_all(&tmp)
+        .map_err(|e| w.ctx().harness_error(format!("{}: {e}", tmp.display())))?;
+    // A plugin that lives under /tmp would vanish behind the mount: watch /tmp then only.
+    let private = !plugin.path.starts_with("/tmp");
+    w.alone().await;
+    w.fingerprint_before = Some((list_tree(&w.cwd()), entries_with_mtime(&plugin.dir)));
+    let opts = CallOpts {
+        private_tmp: private.then(|| tmp.clone()),
+        ..CallOpts::default()
+    };
+    let deadline = w.deadlines().fingerprint_kill_deadline();
+    let call = w
+        .invoke_with(
+            "fingerprint",
+            "fingerprint",
+            crate::plugins::dhv::fingerprint_env(),
+            EnvPolicy::Configured,
+            deadline,
+            opts,
+        )
+        .await;
+    w.together();
+    w.private_tmp = Some(tmp);
+    w.last = vec![call];
+    Ok(())
 }
 
 #[then(r#"the response has a "version" that is a string"#)]
 async fn has_version_string(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
+    answer_readable(w, call)?;
     let json = call.stdout_json().map_err(|p| {
         w.fail(
             "stdout is a JSON object with a \"version\" string",
@@ -62,6 +96,7 @@ async fn has_version_string(w: &mut DhvWorld) -> StepResult {
 #[then("the version parses with hashicorp/go-version's grammar")]
 async fn version_parses(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
+    answer_readable(w, call)?;
     let version = match call.stdout_json().map(|j| version_field(&j)) {
         Ok(VersionField::Present(v)) => v,
         Ok(VersionField::Missing(why)) => return Err(no_version(w, call, why)),
@@ -84,15 +119,31 @@ async fn version_parses(w: &mut DhvWorld) -> StepResult {
     }
 }
 
+/// No version string at all: DHV-FINGERPRINT-VERSION-PRESENT judges that.
 fn no_version(w: &DhvWorld, call: &crate::plugins::dhv::Call, why: &str) -> String {
-    w.fail(
-        "a version string valid for hashicorp/go-version",
+    w.precondition(
+        "DHV-FINGERPRINT-VERSION-PRESENT",
+        "fingerprint reports a version string",
         &format!("no version string to parse: {why}"),
         &[call],
     )
 }
 
-#[then("nothing was written into the working directory or the plugin directory")]
+/// A clause about the fingerprint's answer needs one: a call that did not exit 0, or whose
+/// stdout does not decode, is judged by the clause of that.
+fn answer_readable(w: &DhvWorld, call: &crate::plugins::dhv::Call) -> StepResult {
+    match super::answer_problem(call) {
+        None => Ok(()),
+        Some((root, seen)) => Err(w.precondition(
+            root,
+            "fingerprint exits 0 with an answer Nomad can decode",
+            &seen,
+            &[call],
+        )),
+    }
+}
+
+#[then("nothing was written into the working directory, the plugin directory or /tmp")]
 async fn no_side_effects(w: &mut DhvWorld) -> StepResult {
     let call = w.last_call()?;
     let Some((cwd_before, plugin_before)) = &w.fingerprint_before else {
@@ -108,11 +159,37 @@ async fn no_side_effects(w: &mut DhvWorld) -> StepResult {
             changed.push(entry.0.clone());
         }
     }
+    let tmp = w.private_tmp.clone().unwrap_or_default();
+    let isolated = call
+        .agent
+        .as_ref()
+        .and_then(|a| a.tmp.clone())
+        .filter(|(private, _)| *private);
+    match &isolated {
+        // What the plugin wrote under its /tmp is in the scenario's directory; shown as the
+        // plugin saw it.
+        Some(_) => changed.extend(
+            list_tree(&tmp)
+                .into_iter()
+                .filter_map(|p| Some(Path::new("/tmp").join(p.strip_prefix(&tmp).ok()?))),
+        ),
+        None => {
+            let why = call
+                .agent
+                .as_ref()
+                .and_then(|a| a.tmp.clone())
+                .map(|(_, note)| note)
+                .unwrap_or_else(|| "the plugin itself lies under /tmp".into());
+            w.ctx().note(format!(
+                "/tmp was not given to the plugin privately ({why}): what it wrote there could not be told from what others wrote"
+            ));
+        }
+    }
     if changed.is_empty() {
         return Ok(());
     }
     Err(w.fail(
-        "fingerprint does no work: no file created or modified in the working directory or the plugin directory",
+        "fingerprint does no work: no file created or modified in the working directory, the plugin directory or /tmp",
         &format!("created or modified: {}", list_paths(&changed)),
         &[call],
     ))

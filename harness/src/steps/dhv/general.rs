@@ -11,7 +11,7 @@ use rand::RngExt as _;
 use super::{DhvWorld, StepResult, created_from, created_problem, list_paths, list_tree};
 use crate::ledger::StrayPath;
 use crate::plugins::dhv::paths::own_path_problem;
-use crate::plugins::dhv::{Call, EnvPolicy};
+use crate::plugins::dhv::{Call, CallOpts, EnvPolicy};
 
 #[when(regex = r#"^Nomad calls the plugin with the operation "([^"]+)"$"#)]
 async fn unknown_operation(w: &mut DhvWorld, op: String) -> StepResult {
@@ -50,21 +50,55 @@ async fn unknown_operation(w: &mut DhvWorld, op: String) -> StepResult {
 
 /// fingerprint, create and delete of one new volume.
 async fn lifecycle(w: &mut DhvWorld, policy: EnvPolicy) -> Vec<Call> {
-    let mut calls = vec![w.fingerprint(policy).await];
+    lifecycle_with(w, policy, false).await
+}
+
+/// [`lifecycle`]; with `nomad_wait`, each call waits for the plugin's output to close until its
+/// deadline, as Nomad does, instead of the run's short output-close grace.
+async fn lifecycle_with(w: &mut DhvWorld, policy: EnvPolicy, nomad_wait: bool) -> Vec<Call> {
+    let opts = |deadline: std::time::Duration| CallOpts {
+        linger: nomad_wait.then_some(deadline),
+        ..CallOpts::default()
+    };
+    let d = w.deadlines().clone();
+    let fp_deadline = d.fingerprint_kill_deadline();
+    let mut calls = vec![
+        w.invoke_with(
+            "fingerprint",
+            "fingerprint",
+            crate::plugins::dhv::fingerprint_env(),
+            policy,
+            fp_deadline,
+            opts(fp_deadline),
+        )
+        .await,
+    ];
     let i = w.add_volume();
     let (req, deleted) = (w.volumes[i].req.clone(), w.volumes[i].deleted.clone());
-    let (create, created) = w
-        .create_request("create", &req, policy, deleted.clone())
+    let create = w
+        .invoke_with(
+            "create",
+            "create",
+            req.create_env(),
+            policy,
+            d.create_deadline,
+            opts(d.create_deadline),
+        )
         .await;
+    let created = created_from(&create);
+    if let Some(c) = &created {
+        w.track_volume(&req, &c.path, deleted.clone());
+    }
     calls.push(create);
     if let Some(c) = created {
         let delete = w
-            .invoke(
+            .invoke_with(
                 "delete",
                 "delete",
                 req.delete_env(&c.path),
                 policy,
-                w.deadlines().delete_deadline,
+                d.delete_deadline,
+                opts(d.delete_deadline),
             )
             .await;
         if delete.succeeded() {
@@ -80,9 +114,20 @@ async fn lifecycle_exact(w: &mut DhvWorld) {
     w.last = lifecycle(w, EnvPolicy::Exact).await;
 }
 
+/// Alone: no other call of the plugin runs meanwhile, and every earlier one has ended and had
+/// what it left running stopped. What these calls leave is theirs whatever `--jobs` is (a
+/// background job guarded by a node-wide lock is started by these calls, not by a concurrent
+/// clause's call that happened to take the lock first).
+#[when("Nomad fingerprints, creates and deletes a volume, waiting for their output as Nomad does")]
+async fn lifecycle_nomad_wait(w: &mut DhvWorld) {
+    w.last = lifecycle_with(w, EnvPolicy::Configured, true).await;
+}
+
 #[when("Nomad fingerprints, creates and deletes a volume")]
 async fn lifecycle_configured(w: &mut DhvWorld) {
+    w.alone().await;
     w.last = lifecycle(w, EnvPolicy::Configured).await;
+    w.together();
 }
 
 #[then("every call exits with status 0 with nothing but Nomad's environment")]
@@ -106,12 +151,21 @@ async fn minimal_env_ok(w: &mut DhvWorld) -> StepResult {
         .await;
     let ctx = w.ctx();
     ctx.record(again.event(ctx.offset_ms(again.started)));
-    let verdict = if again.succeeded() {
-        "with the harness's environment added the same call exits 0: the plugin relies on a \
-         variable Nomad does not pass (PATH, HOME, USER...)"
-    } else {
-        "it fails with the harness's environment too, so the environment is not the cause"
-    };
+    if !again.succeeded() {
+        // It fails with the harness's environment too: the environment is not the cause, and
+        // the clause that judges such a call says what is.
+        return Err(w.precondition(
+            super::exit_clause(&again),
+            &format!("{} exits with status 0", call.label),
+            &format!(
+                "{}\nit fails with the harness's environment too, so the environment is not the cause",
+                again.summary()
+            ),
+            &[call, &again],
+        ));
+    }
+    let verdict = "with the harness's environment added the same call exits 0: the plugin relies \
+         on a variable Nomad does not pass (PATH, HOME, USER...)";
     Err(w.fail(
         &format!(
             "{} exits with status 0 with only the DHV_* variables, as Nomad runs it",
@@ -199,29 +253,37 @@ async fn missing_variables(w: &mut DhvWorld) -> StepResult {
 )]
 async fn missing_handled(w: &mut DhvWorld) -> StepResult {
     let vols = w.volumes_dir();
-    for call in &w.last {
+    let mut found: Option<(String, String, usize)> = None;
+    for (k, call) in w.last.iter().enumerate() {
         let expected = format!(
             "{}: a non-zero exit status, or a usable path of the volume's own",
             call.label
         );
-        match call.exit_code() {
-            Some(0) => {
-                let Some(c) = created_from(call) else {
-                    let why = created_problem(call).unwrap_or_default();
-                    return Err(w.fail(&expected, &why, &[call]));
-                };
-                if let Some(p) = own_path_problem(&c.path, &vols, &[]) {
-                    return Err(w.fail(&expected, &p, &[call]));
-                }
-                if !Path::new(&c.path).exists() {
-                    return Err(w.fail(&expected, &format!("{} does not exist", c.path), &[call]));
-                }
-            }
-            Some(_) => {}
-            None => return Err(w.fail(&expected, &call.summary(), &[call])),
+        let problem = match call.exit_code() {
+            Some(0) => match created_from(call) {
+                None => Some(created_problem(call).unwrap_or_default()),
+                Some(c) => own_path_problem(&c.path, &vols, &[]).or_else(|| {
+                    (!Path::new(&c.path).exists()).then(|| format!("{} does not exist", c.path))
+                }),
+            },
+            Some(_) => None,
+            None => Some(call.summary()),
+        };
+        if let Some(p) = problem {
+            found = Some((expected, p, k));
+            break;
         }
     }
-    Ok(())
+    let Some((expected, seen, k)) = found else {
+        return Ok(());
+    };
+    // An ordinary create (every variable set) that goes wrong the same way is judged by the
+    // create clauses: the missing variable is not the cause.
+    if let Err(problem) = w.ordinary_calls(1, false).await {
+        return Err(w.blocked_on(&problem, &seen));
+    }
+    let call = &w.last[k];
+    Err(w.fail(&expected, &seen, &[call]))
 }
 
 #[then(r#"nothing named after those volumes appears in "/", the working directory or the plugin directory"#)]
@@ -240,24 +302,114 @@ async fn no_strays(w: &mut DhvWorld) -> StepResult {
     ))
 }
 
+/// The lifecycle's create gave no volume, so its delete never ran: nothing was seen to judge
+/// by, and the clause that judges that create says what is wrong.
+fn lifecycle_incomplete(w: &DhvWorld) -> StepResult {
+    let Some(create) = w.last.iter().find(|c| super::op_of(c) == "create") else {
+        return Ok(());
+    };
+    if w.last.iter().any(|c| super::op_of(c) == "delete") {
+        return Ok(());
+    }
+    let why = created_problem(create).unwrap_or_else(|| create.summary());
+    Err(w.precondition(
+        super::create_root_clause(create),
+        "create gives a volume, so that its delete can be watched too",
+        &why,
+        &[create],
+    ))
+}
+
+/// Who held a call's output, for a message.
+fn holders(call: &Call) -> String {
+    let who: Vec<String> = call.out.held_output.iter().map(|p| p.to_string()).collect();
+    if who.is_empty() {
+        "a process outside its process group".into()
+    } else {
+        who.join(", ")
+    }
+}
+
 #[then("no call left a process holding the plugin's stdout or stderr")]
 async fn no_held_output(w: &mut DhvWorld) -> StepResult {
+    let grace = w.ctx().run.profile.harness.output_close_grace;
     for call in &w.last {
-        if call.out.output_held_open {
-            let who: Vec<String> = call.out.held_output.iter().map(|p| p.to_string()).collect();
-            return Err(w.fail(
-                "when the plugin exits, stdout and stderr close (Nomad waits for both to close, past the deadline)",
+        let Some(held) = call.output_held_after_exit() else {
+            continue;
+        };
+        // Killed at its deadline: the deadline clause judges that call.
+        if held <= grace || call.killed_at_deadline() {
+            continue;
+        }
+        if call.output_held_past_deadline() {
+            return Err(w.precondition(
+                "DHV-GENERAL-OUTPUT-CLOSED-BY-DEADLINE",
+                "the plugin's output is closed by the call's deadline",
                 &format!(
-                    "{} exited but its output stayed open for longer than {}, held by {}",
+                    "{} exited, but its output was still open at its deadline, held by {}",
                     call.label,
-                    crate::fmt_duration(w.ctx().run.profile.harness.output_close_grace),
-                    if who.is_empty() { "a process outside its process group".into() } else { who.join(", ") }
+                    holders(call)
+                ),
+                &[call],
+            ));
+        }
+        return Err(w.fail(
+            "when the plugin exits, stdout and stderr close (Nomad's call returns only once both are closed)",
+            &format!(
+                "{} exited but its output stayed open {} longer (Nomad's call was delayed that long)",
+                call.label,
+                crate::fmt_duration(held)
+            ),
+            &[call],
+        ));
+    }
+    lifecycle_incomplete(w)
+}
+
+#[then("every call's output was closed by its deadline")]
+async fn closed_by_deadline(w: &mut DhvWorld) -> StepResult {
+    if let Some(call) = w.last.iter().find(|c| c.killed_at_deadline()) {
+        return Err(w.precondition(
+            super::deadline_clause(call),
+            &format!("{} ends before its deadline", call.label),
+            &call.summary(),
+            &[call],
+        ));
+    }
+    for call in &w.last {
+        if call.output_held_past_deadline() {
+            return Err(w.fail(
+                "stdout and stderr are closed by the call's deadline (after it, Nomad's call hangs until they are)",
+                &format!(
+                    "{}: its output was still open at its deadline of {}, held by {}; the harness then killed the holder",
+                    call.label,
+                    crate::fmt_duration(call.deadline),
+                    holders(call)
                 ),
                 &[call],
             ));
         }
     }
-    Ok(())
+    lifecycle_incomplete(w)
+}
+
+#[then("no call signalled the agent's process group")]
+async fn no_group_signal(w: &mut DhvWorld) -> StepResult {
+    for call in &w.last {
+        let signals = call.group_signals();
+        if !signals.is_empty() {
+            return Err(w.fail(
+                "no signal reaches the plugin's process group, which under Nomad is the agent's",
+                &format!(
+                    "during {}, the stand-in for the Nomad agent got: {}",
+                    call.label,
+                    signals.join("; ")
+                ),
+                &[call],
+            ));
+        }
+    }
+    lifecycle_incomplete(w)
 }
 
 #[then("no call left a process of the plugin running")]
@@ -276,7 +428,7 @@ async fn no_strays_running(w: &mut DhvWorld) -> StepResult {
             ));
         }
     }
-    Ok(())
+    lifecycle_incomplete(w)
 }
 
 #[when("Nomad creates and deletes a volume whose parameters carry a secret")]

@@ -37,6 +37,7 @@ struct Bench {
 }
 
 impl Bench {
+    /// A new volumes directory, made (as by an earlier create on the node).
     fn fresh_volumes_dir(&self) -> std::io::Result<PathBuf> {
         let n = self.next_case.fetch_add(1, Ordering::SeqCst);
         let dir = self.cases_root.join(n.to_string());
@@ -84,6 +85,48 @@ fn volumes(base: VolumeRequest, ceiling: i64) -> impl Strategy<Value = VolumeReq
             }
         },
     )
+}
+
+/// The ordinary volume with one thing changed to what breaks shell plugins most often, one
+/// volume each, in this order (the first that fails is reported): names with a slash, a
+/// backslash, a double quote, a space, a leading dash, a newline, a glob, a command
+/// substitution, non-ASCII, a very long one; a namespace and a node pool with a leading dash
+/// (both valid in Nomad); parameter values with a double quote, a backslash, a newline.
+fn troublemakers(base: &VolumeRequest) -> Vec<VolumeRequest> {
+    let mut out = Vec::new();
+    let long = "a".repeat(300);
+    for name in [
+        "/",
+        "\\",
+        "\"",
+        " ",
+        "-a",
+        "\n",
+        "*",
+        "$(id)",
+        "é",
+        long.as_str(),
+    ] {
+        out.push(VolumeRequest {
+            name: name.to_string(),
+            ..base.clone()
+        });
+    }
+    out.push(VolumeRequest {
+        namespace: "-".into(),
+        ..base.clone()
+    });
+    out.push(VolumeRequest {
+        node_pool: "-".into(),
+        ..base.clone()
+    });
+    for value in ["\"", "\\", "\n"] {
+        out.push(VolumeRequest {
+            parameters: base.parameters.with("nomad-conform-key", value),
+            ..base.clone()
+        });
+    }
+    out
 }
 
 /// Run one generated case in a volumes directory of its own: create, then delete what was
@@ -183,6 +226,38 @@ async fn exercise(bench: &Bench, req: &VolumeRequest) -> (Vec<Call>, Result<(), 
     (vec![create, delete], result)
 }
 
+/// The clause that judges what went wrong with the ordinary volume's create and delete, if
+/// another clause does: a create that gives no usable volume (even one that fails cleanly:
+/// an ordinary create must succeed), a delete that fails or leaves the path.
+fn base_root(
+    base: &VolumeRequest,
+    calls: &[Call],
+    failure: Option<&String>,
+) -> Option<(&'static str, String)> {
+    let create = calls.first()?;
+    let req = VolumeRequest {
+        volumes_dir: create
+            .env_var("DHV_VOLUMES_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| base.volumes_dir.clone()),
+        ..base.clone()
+    };
+    let created = created_from(create);
+    // `exercise` deletes only a volume it found usable: without a delete, create is the cause.
+    let Some(delete) = calls.get(1) else {
+        return super::usable_volume(create, created.as_ref(), &req, &[]).err();
+    };
+    if !delete.succeeded() {
+        return Some((super::exit_clause(delete), delete.summary()));
+    }
+    let path = created.map(|c| c.path).unwrap_or_default();
+    if Path::new(&path).symlink_metadata().is_ok() {
+        let seen = failure.cloned().unwrap_or_default();
+        return Some(("DHV-DELETE-REMOVES-PATH", seen));
+    }
+    None
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -226,6 +301,58 @@ async fn generated(w: &mut DhvWorld) -> StepResult {
         cases_root: ctx.scratch.join("generated"),
         next_case: Arc::new(AtomicUsize::new(0)),
     };
+    // First the ordinary volume every other clause creates: if it fails, that is not about
+    // generated inputs, and the clause that judges such a call says what is wrong.
+    let (calls, result) = exercise(&bench, &base).await;
+    if let Some((root, seen)) = base_root(&base, &calls, result.as_ref().err()) {
+        let ctx = w.ctx();
+        for c in &calls {
+            ctx.record(c.event(ctx.offset_ms(c.started)));
+        }
+        let refs: Vec<&Call> = calls.iter().collect();
+        return Err(w.precondition(
+            root,
+            &format!(
+                "an ordinary volume ({}) is created and deleted",
+                describe(&base)
+            ),
+            &seen,
+            &refs,
+        ));
+    }
+    if let Err(why) = result {
+        // Only this clause checks what create and delete leave in DHV_VOLUMES_DIR: the
+        // ordinary volume is the smallest failing input.
+        let ctx = w.ctx();
+        for c in &calls {
+            ctx.record(c.event(ctx.offset_ms(c.started)));
+        }
+        w.generated = Some(Err(format!(
+            "the ordinary volume fails already: {}\n{why}",
+            describe(&base)
+        )));
+        w.last = calls;
+        return Ok(());
+    }
+    // Then the inputs known to break shell plugins, each alone in an ordinary volume: when
+    // one fails, it is the smallest failing input there is, whatever the seed, and no
+    // shrinking is needed to reach it.
+    for cand in troublemakers(&base) {
+        let (calls, result) = exercise(&bench, &cand).await;
+        if let Err(why) = result {
+            let ctx = w.ctx();
+            for c in &calls {
+                ctx.record(c.event(ctx.offset_ms(c.started)));
+            }
+            w.generated = Some(Err(format!(
+                "smallest failing volume (an input known to break shell plugins, tried first): {}\n{why}",
+                describe(&cand)
+            )));
+            w.last = calls;
+            return Ok(());
+        }
+    }
+    let ctx = w.ctx();
     let mut seed = [0u8; 32];
     seed[..8].copy_from_slice(&ctx.seed.to_le_bytes());
     let handle = tokio::runtime::Handle::current();

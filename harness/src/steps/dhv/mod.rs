@@ -22,7 +22,7 @@ use rand::SeedableRng as _;
 
 use crate::plugins::dhv::response::{self, Field};
 use crate::plugins::dhv::{
-    Call, CreatedVolume, EnvPolicy, Expect, Parameters, Plugin, VolumeRequest,
+    Call, CallOpts, CreatedVolume, EnvPolicy, Expect, Parameters, Plugin, VolumeRequest,
 };
 use crate::profile::DhvProfile;
 use crate::recorder::Hint;
@@ -48,6 +48,9 @@ pub struct Created {
     pub json: serde_json::Value,
     /// The command that repeats the create that made it.
     pub reproduce: String,
+    /// How long that create took: the automatic delete after a failed state save runs on
+    /// what is left of the create's context.
+    pub wall: Duration,
 }
 
 #[derive(Debug, Default, cucumber::World)]
@@ -68,6 +71,16 @@ pub struct DhvWorld {
     strays_seen: Vec<PathBuf>,
     /// The working directory and the plugin directory before fingerprint ran.
     fingerprint_before: Option<FingerprintListing>,
+    /// The directory the plugin was given as its /tmp.
+    private_tmp: Option<PathBuf>,
+    /// Set by a When step whose special call failed and whose ordinary twin failed too: the
+    /// clause is then Blocked by the clause that judges the ordinary call.
+    root_problem: Option<Problem>,
+    /// Held while the scenario's calls must be the only calls of the plugin (see
+    /// [`Plugin::alone`]).
+    alone: Option<tokio::sync::OwnedRwLockWriteGuard<()>>,
+    /// The capacity range of the first create, before an update changed it.
+    first_range: Option<(i64, i64)>,
 }
 
 impl SuiteWorld for DhvWorld {
@@ -117,10 +130,15 @@ impl DhvWorld {
         &self.ctx().run.profile.dhv
     }
 
-    /// DHV_VOLUMES_DIR of this scenario (created on first use).
+    /// DHV_VOLUMES_DIR of this scenario, made on first use as on a node where a first create
+    /// has made it. The Nomad client never makes it (only its built-in mkdir plugin makes parent
+    /// directories): the first create on a fresh node meets no directory, which
+    /// DHV-CREATE-VOLUMES-DIR-MISSING judges, and there it is never made.
     pub fn volumes_dir(&self) -> PathBuf {
         let d = self.ctx().scratch.join("volumes");
-        let _ = std::fs::create_dir_all(&d);
+        if self.ctx().clause.id != VOLUMES_DIR_CLAUSE {
+            let _ = std::fs::create_dir_all(&d);
+        }
         d
     }
 
@@ -202,13 +220,48 @@ impl DhvWorld {
         deadline: Duration,
         expect: Expect,
     ) -> Call {
+        let opts = CallOpts {
+            expect: Some(expect),
+            ..CallOpts::default()
+        };
+        self.invoke_with(label, op, env, policy, deadline, opts)
+            .await
+    }
+
+    /// Run the plugin with `opts` and record the call in the case.
+    pub async fn invoke_with(
+        &self,
+        label: &str,
+        op: &str,
+        env: Vec<(String, String)>,
+        policy: EnvPolicy,
+        deadline: Duration,
+        opts: CallOpts,
+    ) -> Call {
+        let opts = CallOpts {
+            alone: self.alone.is_some(),
+            ..opts
+        };
         let call = self
             .plugin()
-            .invoke_expecting(label, op, env, policy, &self.cwd(), deadline, expect)
+            .invoke_opts(label, op, env, policy, &self.cwd(), deadline, &opts)
             .await;
         let ctx = self.ctx();
         ctx.record(call.event(ctx.offset_ms(call.started)));
         call
+    }
+
+    /// From now until [`DhvWorld::together`], the scenario's calls are the only calls of the
+    /// plugin: every other call has ended (and what it left running was stopped) before.
+    pub async fn alone(&mut self) {
+        if self.alone.is_none() {
+            self.alone = Some(self.plugin().alone().await);
+        }
+    }
+
+    /// Let other scenarios call the plugin again.
+    pub fn together(&mut self) {
+        self.alone = None;
     }
 
     pub async fn fingerprint(&self, policy: EnvPolicy) -> Call {
@@ -295,22 +348,32 @@ impl DhvWorld {
         Ok(call)
     }
 
-    /// Create volume `i` as a precondition: anything but success fails the scenario.
+    /// Create volume `i` as a precondition: anything but a volume Nomad can use (registered,
+    /// with a path of its own that exists) blocks the scenario on the clause that judges it.
     pub async fn must_create(&mut self, i: usize) -> StepResult {
         let call = self.create(i, "create").await?;
-        if call.succeeded() && self.volumes[i].created.is_some() {
-            return Ok(());
-        }
-        let seen = match created_problem(&call) {
-            Some(p) => p,
-            None => call.summary(),
+        let others: Vec<String> = self
+            .volumes
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .filter_map(|(_, v)| v.created.as_ref().map(|c| c.path.clone()))
+            .collect();
+        let v = &self.volumes[i];
+        let created = if call.succeeded() {
+            v.created.as_ref()
+        } else {
+            None
         };
-        let text = self.fail(
-            "precondition: create succeeds with a usable path (otherwise this clause cannot hold)",
-            &seen,
-            &[&call],
-        );
-        Err(self.ctx().blocked(create_root_clause(&call), text))
+        match usable_volume(&call, created, &v.req, &others) {
+            Ok(()) => Ok(()),
+            Err((root, seen)) => Err(self.precondition(
+                root,
+                "create gives a volume with a path of its own that exists (otherwise this clause cannot hold)",
+                &seen,
+                &[&call],
+            )),
+        }
     }
 
     /// The path create reported for volume `i`.
@@ -446,12 +509,185 @@ impl DhvWorld {
             .unwrap_or_default()
     }
 
+    /// A call this clause needs (not the one it judges) failed: the verdict is Blocked by
+    /// `root`, the clause whose check that call is, and the message says what failed. In the
+    /// root clause itself it is an ordinary failure.
+    pub fn precondition(&self, root: &str, expected: &str, seen: &str, calls: &[&Call]) -> String {
+        let text = self.fail(&format!("precondition: {expected}"), seen, calls);
+        self.ctx().blocked(root, text)
+    }
+
+    /// Create `n` ordinary volumes one after another (the request every other clause makes),
+    /// and, with `delete`, delete each again: what a clause that found a problem with its own,
+    /// special calls (concurrent, generated, with a variable missing) runs to tell whether the
+    /// plugin fails ordinary calls the same way. The first problem comes with the clause that
+    /// judges it, so that this clause is Blocked by that one instead of failing for the same
+    /// cause. The volumes are tracked for cleanup.
+    pub async fn ordinary_calls(&mut self, n: usize, delete: bool) -> Result<(), Problem> {
+        let mut paths: Vec<String> = Vec::new();
+        for _ in 0..n {
+            let req = self.new_request();
+            let deleted = Arc::new(AtomicBool::new(false));
+            let (call, created) = self
+                .create_request(
+                    "create (an ordinary volume, alone)",
+                    &req,
+                    EnvPolicy::Configured,
+                    deleted.clone(),
+                )
+                .await;
+            if let Err((root, seen)) = usable_volume(&call, created.as_ref(), &req, &paths) {
+                return Err(Problem {
+                    root,
+                    expected: "an ordinary create, alone, gives a volume Nomad can use".into(),
+                    seen,
+                    calls: vec![call],
+                });
+            }
+            let path = created.map(|c| c.path).unwrap_or_default();
+            if delete {
+                let del = self
+                    .delete_request("delete (an ordinary volume, alone)", req.delete_env(&path))
+                    .await;
+                let problem = if !del.succeeded() {
+                    Some((exit_clause(&del), del.summary()))
+                } else if Path::new(&path).symlink_metadata().is_ok() {
+                    Some((
+                        "DHV-DELETE-REMOVES-PATH",
+                        format!("{path} still exists after delete"),
+                    ))
+                } else {
+                    deleted.store(true, Ordering::SeqCst);
+                    None
+                };
+                if let Some((root, seen)) = problem {
+                    return Err(Problem {
+                        root,
+                        expected: "an ordinary delete, alone, removes an ordinary volume".into(),
+                        seen,
+                        calls: vec![call, del],
+                    });
+                }
+            }
+            paths.push(path);
+        }
+        Ok(())
+    }
+
+    /// The text that blocks this clause on `problem` (see [`DhvWorld::ordinary_calls`]), with
+    /// what this clause saw first.
+    pub fn blocked_on(&self, problem: &Problem, first_seen: &str) -> String {
+        let calls: Vec<&Call> = problem.calls.iter().collect();
+        self.precondition(
+            problem.root,
+            &problem.expected,
+            &format!(
+                "{}
+(this clause first saw: {})",
+                problem.seen,
+                first_seen.lines().next().unwrap_or_default()
+            ),
+            &calls,
+        )
+    }
+
     pub fn last_call(&self) -> Result<&Call, String> {
         self.last.last().ok_or_else(|| {
             self.ctx()
                 .harness_error("no plugin call was made before this step")
         })
     }
+}
+
+/// The clause that judges a create while DHV_VOLUMES_DIR does not exist yet.
+pub const VOLUMES_DIR_CLAUSE: &str = "DHV-CREATE-VOLUMES-DIR-MISSING";
+
+/// What an ordinary call found wrong, and the clause that judges it.
+#[derive(Debug)]
+pub struct Problem {
+    pub root: &'static str,
+    pub expected: String,
+    pub seen: String,
+    pub calls: Vec<Call>,
+}
+
+/// The operation of a call (`fingerprint`, `create`, `delete`, or an unknown one).
+pub fn op_of(call: &Call) -> &str {
+    call.argv.get(1).map(String::as_str).unwrap_or_default()
+}
+
+/// The clause that judges a call killed at its deadline. A fingerprint runs until the
+/// documented deadline; the shorter discovery deadline has a clause of its own.
+pub fn deadline_clause(call: &Call) -> &'static str {
+    match op_of(call) {
+        "fingerprint" => "DHV-FINGERPRINT-DOCUMENTED-DEADLINE",
+        "delete" => "DHV-DELETE-DEADLINE",
+        _ => "DHV-CREATE-DEADLINE",
+    }
+}
+
+/// The clause that judges a call that did not exit 0 (or was killed at its deadline).
+pub fn exit_clause(call: &Call) -> &'static str {
+    if call.killed_at_deadline() {
+        return deadline_clause(call);
+    }
+    match op_of(call) {
+        "fingerprint" => "DHV-FINGERPRINT-EXIT-ZERO",
+        "delete" => "DHV-DELETE-EXIT-ZERO",
+        _ => "DHV-CREATE-EXIT-ZERO",
+    }
+}
+
+/// Why the answer of a fingerprint or create call cannot be read at all, with the clause that
+/// judges that: killed, a non-zero exit (Nomad never reads the answer of a failed call as one),
+/// or stdout that Go cannot decode into the response struct.
+pub fn answer_problem(call: &Call) -> Option<(&'static str, String)> {
+    if !call.succeeded() {
+        return Some((exit_clause(call), call.summary()));
+    }
+    let single_json = if op_of(call) == "fingerprint" {
+        "DHV-FINGERPRINT-SINGLE-JSON"
+    } else {
+        "DHV-CREATE-SINGLE-JSON"
+    };
+    match call.stdout_json() {
+        Err(p) => Some((single_json, format!("{p}\n{}", call.summary()))),
+        Ok(serde_json::Value::Object(_) | serde_json::Value::Null) => None,
+        Ok(other) => Some((
+            single_json,
+            format!(
+                "stdout holds {}, which Go cannot decode into the response: {other}",
+                crate::plugins::dhv::env::json_kind(&other)
+            ),
+        )),
+    }
+}
+
+/// Whether a create gave a volume Nomad can use: registered (see [`created_problem`]), its
+/// path exists, and it is the volume's own (not "/", the volumes directory or a parent of it,
+/// not one of `others`). On a problem: the clause that judges it, and what was seen.
+pub fn usable_volume(
+    call: &Call,
+    created: Option<&Created>,
+    req: &VolumeRequest,
+    others: &[String],
+) -> Result<(), (&'static str, String)> {
+    let Some(created) = created else {
+        let seen = created_problem(call).unwrap_or_else(|| call.summary());
+        return Err((create_root_clause(call), seen));
+    };
+    if let Some(p) =
+        crate::plugins::dhv::paths::own_path_problem(&created.path, &req.volumes_dir, others)
+    {
+        return Err(("DHV-CREATE-OWN-PATH", p));
+    }
+    if !Path::new(&created.path).exists() {
+        return Err((
+            "DHV-CREATE-PATH-EXISTS",
+            format!("{} does not exist after create", created.path),
+        ));
+    }
+    Ok(())
 }
 
 /// What create reported, if Nomad would have registered a volume: exit 0 and a response that
@@ -468,6 +704,7 @@ pub fn created_from(call: &Call) -> Option<Created> {
             path: p,
             json,
             reproduce: call.reproduce(),
+            wall: call.out.wall,
         }),
         _ => None,
     }
@@ -476,11 +713,8 @@ pub fn created_from(call: &Call) -> Option<Created> {
 /// The clause that judges what went wrong with a create that gave no usable volume: a clause
 /// that needed the volume is Blocked by it.
 pub fn create_root_clause(call: &Call) -> &'static str {
-    if call.killed_at_deadline() {
-        return "DHV-CREATE-DEADLINE";
-    }
-    if !call.succeeded() {
-        return "DHV-CREATE-EXIT-ZERO";
+    if let Some((root, _)) = answer_problem(call) {
+        return root;
     }
     let Ok(json) = call.stdout_json() else {
         return "DHV-CREATE-SINGLE-JSON";

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use crate::plugins::lock::{ProbeCommand, Upstream};
+use crate::nomad_api::ApiSettings;
+use crate::plugins::lock::ProbeCommand;
 
 /// How the client under test runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,13 +40,9 @@ impl Pattern {
 pub enum ServerChoice {
     /// The reference Variables server with these numbers, one per clause.
     Reference(nomad_conform_variables::Profile),
-    /// A real Nomad agent; the harness's management token, if any, is only used by the
-    /// harness's own "other holder".
-    Nomad {
-        upstream: Upstream,
-        addr: String,
-        token: Option<String>,
-    },
+    /// A real Nomad agent (address, TLS, token, namespace, region); the token is the clients'
+    /// NOMAD_TOKEN and the harness's own "other holder"'s.
+    Nomad(Box<ApiSettings>),
 }
 
 impl ServerChoice {
@@ -57,7 +54,7 @@ impl ServerChoice {
     fn numbers(&self) -> nomad_conform_variables::Profile {
         match self {
             ServerChoice::Reference(p) => p.clone(),
-            ServerChoice::Nomad { .. } => nomad_conform_variables::Profile::nomad(),
+            ServerChoice::Nomad(_) => nomad_conform_variables::Profile::nomad(),
         }
     }
 

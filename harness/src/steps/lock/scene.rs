@@ -14,11 +14,12 @@ use tokio::task::JoinHandle;
 
 use super::checker::{Hold, holder_intervals, lock_owners};
 use super::{LockConfig, Pattern, ServerChoice};
+use crate::nomad_api::{Target, Upstream};
 use crate::plugins::lock::api::Holder;
 use crate::plugins::lock::proxy::Listen;
 use crate::plugins::lock::{
     ApiAddr, ClientOptions, ClientSpec, Exchange, ProbeInterval, ProbeListener, Proxy, ProxyConfig,
-    RunningClient, Upstream,
+    RunningClient,
 };
 use crate::world::ScenarioCtx;
 
@@ -59,10 +60,11 @@ impl Drop for OtherHold {
 #[derive(Debug)]
 pub struct Scene {
     pub server: Option<Arc<ServerHandle>>,
-    pub upstream: Upstream,
-    /// The clients' NOMAD_TOKEN and NOMAD_NAMESPACE.
+    pub upstream: Target,
+    /// The clients' NOMAD_TOKEN, NOMAD_NAMESPACE and NOMAD_REGION.
     pub token: Option<String>,
     pub namespace: Option<String>,
+    pub region: Option<String>,
     /// The token of the harness's own holder.
     pub admin_token: Option<String>,
     pub listener: ProbeListener,
@@ -86,6 +88,7 @@ impl Scene {
         acl_namespace: Option<&str>,
     ) -> Result<Scene, String> {
         let config = &ctx.run.config;
+        let mut region = None;
         let (server, upstream, token, admin_token, namespace) = match &config.server {
             ServerChoice::Reference(profile) => {
                 let mut sc = ServerConfig::localhost().with_profile(profile.clone());
@@ -112,12 +115,19 @@ impl Scene {
                 let handle = VariablesServer::start(sc).await.map_err(|e| {
                     ctx.harness_error(format!("failed to start the reference server: {e}"))
                 })?;
-                let upstream = Upstream::of_server(&handle);
+                let upstream = Target::plain(Upstream::of_server(&handle));
                 (Some(Arc::new(handle)), upstream, token, admin, ns)
             }
-            ServerChoice::Nomad {
-                upstream, token, ..
-            } => (None, upstream.clone(), token.clone(), token.clone(), None),
+            ServerChoice::Nomad(api) => {
+                region = api.region.clone();
+                (
+                    None,
+                    api.target.clone(),
+                    api.token.clone(),
+                    api.token.clone(),
+                    api.namespace.clone(),
+                )
+            }
         };
         let dir = ctx.scratch.clone();
         let listener = ProbeListener::bind(&dir.join("probe.sock"))
@@ -128,6 +138,7 @@ impl Scene {
             upstream,
             token,
             namespace,
+            region,
             admin_token,
             listener,
             proxies: BTreeMap::new(),
@@ -176,6 +187,7 @@ impl Scene {
         );
         opts.token = self.token.clone();
         opts.namespace = self.namespace.clone();
+        opts.region = self.region.clone();
         opts.probe_exit_after = self.probe_exit;
         opts.cwd = Some(alloc.clone());
         let spec = match &config.pattern {
@@ -202,13 +214,14 @@ impl Scene {
     /// The harness takes the lock itself (through its own proxy) and renews it every TTL/2.
     pub async fn take_lock(&mut self, config: &LockConfig) -> Result<(), String> {
         let upstream = match self.proxy(OTHER, false).await?.addr() {
-            Some(a) => Upstream::Tcp(a),
+            Some(a) => Target::plain(Upstream::Tcp(a)),
             None => return Err("the other holder's proxy has no address".into()),
         };
         let holder = Holder {
             upstream,
             path: config.path.clone(),
             namespace: self.namespace.clone(),
+            region: self.region.clone(),
             token: self.admin_token.clone(),
             timeout: Duration::from_secs(5),
         };

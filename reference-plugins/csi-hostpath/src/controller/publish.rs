@@ -33,6 +33,7 @@ impl ControllerService {
         rpc::require(faults, node, "node_id")?;
         let capability =
             rpc::required_capability(faults, &req.volume_capability, "volume_capability")?;
+        plugin.needs_secrets(&req.secrets, "ControllerPublishVolume")?;
         let mut reply = ControllerPublishVolumeResponse {
             publish_context: HashMap::from([
                 ("node_id".to_string(), node.to_string()),
@@ -81,6 +82,17 @@ impl ControllerService {
             {
                 if *existing == publication {
                     return Ok(()); // A retry: already done.
+                }
+                // A read-only use on a node where a multi-node volume is already attached
+                // read-write with the same capability: the attachment serves it (Nomad
+                // publishes once per claim, so a reader beside a writer on one node asks for
+                // this). The node side makes the reader's target read-only.
+                if publication.readonly
+                    && !existing.readonly
+                    && existing.capability == publication.capability
+                    && publication.capability.access_mode.is_multi_node()
+                {
+                    return Ok(());
                 }
                 if !faults.has(Fault::PublishIncompatibleOk) {
                     return Err(Status::already_exists(format!(
@@ -138,6 +150,11 @@ impl ControllerService {
         let id = req.volume_id.as_str();
         let node = req.node_id.as_str();
         rpc::require(&plugin.faults, id, "volume_id")?;
+        // unpublish-needs-secrets: Nomad sends no secrets here (client/structs/csi.go), so a
+        // plugin that needs them can never release a claim under Nomad.
+        if plugin.faults.has(Fault::UnpublishNeedsSecrets) {
+            plugin.check_secrets(&req.secrets, "ControllerUnpublishVolume")?;
+        }
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
 
         // An empty node_id means every node. An unknown volume or node is simply not

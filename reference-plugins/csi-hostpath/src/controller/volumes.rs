@@ -1,11 +1,11 @@
 //! Volumes: CreateVolume (empty, from a snapshot or a clone; directories or block images),
 //! DeleteVolume, ListVolumes, ControllerGetVolume and GetCapacity.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use nomad_conform_proto::csi::v1::{
-    ControllerGetVolumeRequest, ControllerGetVolumeResponse, CreateVolumeRequest,
+    self as csi, ControllerGetVolumeRequest, ControllerGetVolumeResponse, CreateVolumeRequest,
     CreateVolumeResponse, DeleteVolumeRequest, DeleteVolumeResponse, GetCapacityRequest,
     GetCapacityResponse, ListVolumesRequest, ListVolumesResponse, VolumeContentSource,
     controller_get_volume_response, list_volumes_response, volume_content_source,
@@ -14,11 +14,12 @@ use tonic::Status;
 use uuid::Uuid;
 
 use super::{
-    ControllerService, DEFAULT_VOLUME_BYTES, RACE_WINDOW, SECTOR_BYTES, TOTAL_CAPACITY_BYTES,
-    admit, check_mutable_parameters, sorted, volume_message,
+    ControllerService, DEFAULT_VOLUME_BYTES, MIN_SIZE_1GIB, RACE_WINDOW, SECTOR_BYTES,
+    TOTAL_CAPACITY_BYTES, admit, check_mutable_parameters, sorted, volume_message,
 };
 use crate::faults::{Fault, Faults};
 use crate::locks::LockKey;
+use crate::plugin::TOPOLOGY_KEY;
 use crate::state::{AccessType, ContentSource, State, Volume};
 use crate::variants::Variant;
 use crate::{loop_device, rpc};
@@ -30,6 +31,12 @@ impl ControllerService {
     ) -> Result<CreateVolumeResponse, Status> {
         let plugin = &*self.plugin;
         let faults = &plugin.faults;
+        // register-only: volumes are made outside the CO and registered with it.
+        if plugin.variants.has(Variant::RegisterOnly) {
+            return Err(Status::unimplemented(
+                "CreateVolume: this plugin does not create volumes (no CREATE_DELETE_VOLUME)",
+            ));
+        }
         let name = if req.name.is_empty() && faults.has(Fault::CreateAcceptsMissingName) {
             format!("unnamed-{}", Uuid::new_v4())
         } else {
@@ -54,7 +61,35 @@ impl ControllerService {
                  (block-unsupported fault)",
             ));
         }
+        plugin.needs_secrets(&req.secrets, "CreateVolume")?;
         let (required, limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
+        // min-size-1gib: the spec's CreateVolume table, "Unsupported capacity_range", 11
+        // OUT_OF_RANGE, with the minimum in the message.
+        if plugin.variants.has(Variant::MinSize1Gib)
+            && (required > 0 && required < MIN_SIZE_1GIB || limit > 0 && limit < MIN_SIZE_1GIB)
+        {
+            return Err(Status::out_of_range(format!(
+                "volumes are at least {MIN_SIZE_1GIB} bytes (1 GiB); the requested range \
+                 (required_bytes {required}, limit_bytes {limit}) is below that minimum"
+            )));
+        }
+        // topology: a volume can only be made where this node is; a requisite that leaves it
+        // out cannot be met (the spec's table: 8 RESOURCE_EXHAUSTED).
+        if plugin.variants.has(Variant::Topology)
+            && let Some(requirement) = &req.accessibility_requirements
+            && !requirement.requisite.is_empty()
+            && !requirement.requisite.iter().any(|t| {
+                t.segments
+                    .iter()
+                    .all(|(k, v)| k == TOPOLOGY_KEY && *v == plugin.config.node_id)
+            })
+        {
+            return Err(Status::resource_exhausted(format!(
+                "volumes can only be made accessible from {TOPOLOGY_KEY}={:?}, which the \
+                 requisite topologies leave out",
+                plugin.config.node_id
+            )));
+        }
         // Mutable parameters follow ControllerModifyVolume's rule and become the volume's
         // first ones. (create-accepts-unknown-mutable: any key and any value go through.)
         if !faults.has(Fault::CreateAcceptsUnknownMutable) {
@@ -215,7 +250,7 @@ impl ControllerService {
 
     /// CreateVolume's answer for a volume it made or found, for a request of `required` bytes.
     fn created(&self, volume: &Volume, required: i64) -> CreateVolumeResponse {
-        let mut message = volume_message(volume);
+        let mut message = self.message(volume);
         // create-ignores-capacity: report half of what was asked for.
         if self.plugin.faults.has(Fault::CreateIgnoresCapacity) && required > 0 {
             message.capacity_bytes = required / 2;
@@ -223,6 +258,28 @@ impl ControllerService {
         CreateVolumeResponse {
             volume: Some(message),
         }
+    }
+
+    /// How a volume is answered (CreateVolume, ListVolumes, ControllerGetVolume):
+    /// capacity-unknown reports capacity 0; the topology variant the node it can be reached
+    /// from, and the topology-elsewhere fault another one.
+    fn message(&self, volume: &Volume) -> csi::Volume {
+        let plugin = &*self.plugin;
+        let mut message = volume_message(volume);
+        if plugin.variants.has(Variant::CapacityUnknown) {
+            message.capacity_bytes = 0;
+        }
+        if plugin.reports_topology() {
+            let node = if plugin.faults.has(Fault::TopologyElsewhere) {
+                format!("{}-elsewhere", plugin.config.node_id)
+            } else {
+                plugin.config.node_id.clone()
+            };
+            message.accessible_topology = vec![csi::Topology {
+                segments: HashMap::from([(TOPOLOGY_KEY.to_string(), node)]),
+            }];
+        }
+        message
     }
 
     /// Whether a CreateVolume retry asks for what `existing` is: ALREADY_EXISTS if not.
@@ -245,7 +302,9 @@ impl ControllerService {
             )));
         }
         let capacity = existing.capacity_bytes;
-        let fits = (required == 0 || capacity >= required) && (limit == 0 || capacity <= limit);
+        // capacity-unknown: the plugin cannot tell a volume's size, so any range matches.
+        let fits = (required == 0 || capacity >= required) && (limit == 0 || capacity <= limit)
+            || self.plugin.variants.has(Variant::CapacityUnknown);
         if !fits && !self.plugin.faults.has(Fault::CreateIgnoresCapacityConflict) {
             return Err(Status::already_exists(format!(
                 "volume named {:?} already exists (id {}) with {capacity} bytes, outside the \
@@ -273,6 +332,11 @@ impl ControllerService {
         req: DeleteVolumeRequest,
     ) -> Result<DeleteVolumeResponse, Status> {
         let plugin = &*self.plugin;
+        if plugin.variants.has(Variant::RegisterOnly) {
+            return Err(Status::unimplemented(
+                "DeleteVolume: this plugin does not delete volumes (no CREATE_DELETE_VOLUME)",
+            ));
+        }
         let id = req.volume_id.as_str();
         rpc::require(&plugin.faults, id, "volume_id")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
@@ -351,7 +415,7 @@ impl ControllerService {
                 .values()
                 .map(|v| {
                     let entry = list_volumes_response::Entry {
-                        volume: Some(volume_message(v)),
+                        volume: Some(self.message(v)),
                         status: Some(list_volumes_response::VolumeStatus {
                             published_node_ids: s.published_node_ids(&v.id),
                             volume_condition: None,
@@ -404,7 +468,11 @@ impl ControllerService {
         GetCapacityResponse {
             available_capacity: available,
             maximum_volume_size: Some(available),
-            minimum_volume_size: None,
+            minimum_volume_size: self
+                .plugin
+                .variants
+                .has(Variant::MinSize1Gib)
+                .then_some(MIN_SIZE_1GIB),
         }
     }
 
@@ -419,7 +487,7 @@ impl ControllerService {
             .read(|s| {
                 let volume = s.volumes.get(id)?;
                 Some(ControllerGetVolumeResponse {
-                    volume: Some(volume_message(volume)),
+                    volume: Some(self.message(volume)),
                     status: Some(controller_get_volume_response::VolumeStatus {
                         published_node_ids: s.published_node_ids(id),
                         volume_condition: None,
