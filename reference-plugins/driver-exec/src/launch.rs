@@ -147,6 +147,16 @@ pub async fn announce(line: &str, faults: &Faults) {
 /// terminates the process).
 pub fn ignore_interrupts(faults: &Faults) -> anyhow::Result<()> {
     if faults.has(Fault::DiesOnSigint) {
+        // The default action, whatever was inherited: a plugin started from a background job
+        // of a non-interactive shell inherits SIGINT ignored, and would not die of it.
+        // SAFETY: SIG_DFL installs no handler; nothing else in the process handles SIGINT.
+        unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGINT,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+        }
+        .context("failed to restore SIGINT's default action")?;
         return Ok(());
     }
     let mut interrupts = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
