@@ -23,6 +23,7 @@ use crate::plugins::csi::{Connection, preflight, socket_path};
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
 use crate::shell::quote;
 use crate::steps::csi::budget::AttachmentBudget;
+use crate::steps::csi::ready::Readiness;
 use crate::steps::csi::{CsiConfig, CsiWorld, volumes};
 use crate::world::RunCtx;
 
@@ -165,185 +166,25 @@ impl Suite for CsiSuite<'_> {
             crate::secrets::register_from_command(l);
         }
         self.validate()?;
-        let volume_size = match &opts.test_volume_size {
-            Some(s) => crate::sizes::parse_bytes("--test-volume-size", s)?,
-            None => 1 << 30,
-        };
-        let map = |flag: &str, p: &Option<PathBuf>| {
-            p.as_deref()
-                .map(|p| string_map(flag, p))
-                .transpose()
-                .map(Option::unwrap_or_default)
-        };
-        let volume_parameters = map("--volume-parameters", &opts.volume_parameters)?;
-        let snapshot_parameters = map("--snapshot-parameters", &opts.snapshot_parameters)?;
-        let secrets = map("--secrets", &opts.secrets)?;
-        let mutable_parameters = opts
-            .mutable_parameters
-            .as_deref()
-            .map(|j| {
-                let value = serde_json::from_str::<serde_json::Value>(j).map_err(|e| {
-                    HarnessError::Usage(format!("--mutable-parameters {j:?} is not JSON: {e}"))
-                })?;
-                serde_json::from_value::<HashMap<String, String>>(value).map_err(|_| {
-                    HarnessError::Usage(format!(
-                        "--mutable-parameters {j:?}: expected a JSON object of strings, like {{\"iops\": \"3000\"}}"
-                    ))
-                })
-            })
-            .transpose()?;
-        if let Some(d) = &opts.mount_dir
-            && !d.is_dir()
-        {
-            return Err(HarnessError::Usage(format!(
-                "--mount-dir {} is not a directory",
-                d.display()
-            )));
-        }
-        let endpoint = opts
-            .endpoint
-            .as_deref()
-            .map(socket_path)
-            .transpose()
-            .map_err(HarnessError::Usage)?;
-        let controller_endpoint = opts
-            .controller_endpoint
-            .as_deref()
-            .map(socket_path)
-            .transpose()
-            .map_err(HarnessError::Usage)?;
+        let input = Input::read(opts)?;
         let plugin_type = self.plugin_type();
-        let user_volumes = opts
-            .volumes
-            .iter()
-            .map(|v| volumes::parse_volume(v))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(HarnessError::Usage)?;
-        if let Some(id) = &opts.node_id
-            && (id.is_empty() || id.len() > 256)
-        {
-            return Err(HarnessError::Usage(
-                "--node-id must be 1 to 256 bytes long (the CSI spec's limit for node_id)".into(),
-            ));
-        }
-
-        // Launch the plugin, or find it. A controller plugin given only --controller-endpoint
-        // is reached on that socket.
-        let endpoint = endpoint.or_else(|| {
-            (plugin_type == PluginType::Controller)
-                .then(|| controller_endpoint.clone())
-                .flatten()
-        });
-        let controller_endpoint = controller_endpoint.filter(|c| Some(c) != endpoint.as_ref());
-        let (launcher, node_socket) = match (&opts.launch, endpoint) {
-            (Some(cmd), _) => {
-                let dir = start.scratch.join("plugin");
-                let state = dir.join("state");
-                std::fs::create_dir_all(&state).map_err(|e| {
-                    HarnessError::Internal(format!("failed to create {}: {e}", state.display()))
-                })?;
-                let socket = dir.join("csi.sock");
-                let l = Launcher::new(cmd, &socket, &state).map_err(HarnessError::Usage)?;
-                if let Err(e) = l.start(profile.harness.launch_timeout).await {
-                    return Err(HarnessError::Internal(format!(
-                        "failed to start the plugin: {e}"
-                    )));
-                }
-                (Some(Arc::new(l)), socket)
-            }
-            (None, Some(socket)) => (None, socket),
-            (None, None) => {
-                return Err(HarnessError::Usage("no --endpoint and no --launch".into()));
-            }
-        };
-        let stop = |launcher: &Option<Arc<Launcher>>| {
-            let l = launcher.clone();
-            async move {
-                if let Some(l) = l {
-                    l.stop().await;
-                }
-            }
-        };
-        // One line before any clause when nothing gRPC listens there.
-        for socket in std::iter::once(&node_socket).chain(controller_endpoint.as_ref()) {
-            if let Err(e) = preflight::check(socket, preflight::ANSWER_WITHIN).await {
-                stop(&launcher).await;
-                return Err(match e {
-                    preflight::NotGrpc::Path(m) => HarnessError::Usage(m),
-                    preflight::NotGrpc::Listener(m) => HarnessError::Internal(m),
-                });
-            }
-        }
-        let node = match Connection::open(&node_socket, DIAL_TIMEOUT).await {
-            Ok(c) => Arc::new(c),
-            Err(e) => {
-                stop(&launcher).await;
-                return Err(HarnessError::Internal(format!(
-                    "cannot reach the plugin: {e}"
-                )));
-            }
-        };
-        let controller = match &controller_endpoint {
-            Some(s) => match Connection::open(s, DIAL_TIMEOUT).await {
-                Ok(c) => Arc::new(c),
-                Err(e) => {
-                    stop(&launcher).await;
-                    return Err(HarnessError::Internal(format!(
-                        "cannot reach the controller plugin: {e}"
-                    )));
-                }
-            },
-            None => node.clone(),
-        };
-
-        // Nomad calls nothing but Probe until the plugin reports ready, counting its health
-        // timeout from the plugin's start.
-        let (started, counted_from) = match &launcher {
-            Some(l) => (l.started_at(), "the plugin's start"),
-            None => (std::time::Instant::now(), "the harness's first contact"),
-        };
-        let identity_conn = if plugin_type == PluginType::Controller {
-            &controller
-        } else {
-            &node
-        };
-        let readiness = crate::steps::csi::ready::wait_ready(
-            identity_conn,
-            started,
-            counted_from,
-            profile.csi.probe_deadline,
-            profile.csi.health_timeout,
-        )
-        .await;
-        // A split plugin: the controller is a task of its own, which Nomad waits for too.
-        let readiness = if plugin_type == PluginType::Monolith && controller_endpoint.is_some() {
-            let controller_ready = crate::steps::csi::ready::wait_ready(
-                &controller,
-                started,
-                counted_from,
-                profile.csi.probe_deadline,
-                profile.csi.health_timeout,
-            )
-            .await;
-            readiness.and(controller_ready)
-        } else {
-            readiness
-        };
-        let probe = probe::probe(
-            &controller,
-            &node,
-            profile,
-            plugin_type,
-            controller_endpoint.is_some(),
-        )
-        .await;
+        let reached = reach(start, opts, plugin_type, &input).await?;
+        let readiness = reached.wait_ready(start, plugin_type).await;
+        let Reached {
+            launcher,
+            node_socket,
+            node,
+            controller,
+            split,
+        } = reached;
+        let probe = probe::probe(&controller, &node, profile, plugin_type, split).await;
         let node_id = opts
             .node_id
             .clone()
             .unwrap_or_else(|| probe.node_id.clone());
         // Volumes to claim instead of creating them: for node-only runs, and for plugins whose
         // controller cannot create (registered volumes).
-        if !user_volumes.is_empty()
+        if !input.user_volumes.is_empty()
             && plugin_type != PluginType::Node
             && probe.caps.controller.contains("CREATE_DELETE_VOLUME")
         {
@@ -355,8 +196,8 @@ impl Suite for CsiSuite<'_> {
         let facts = skips::RunFacts {
             plugin_type,
             launched: launcher.is_some(),
-            mutable_parameters: mutable_parameters.is_some(),
-            user_volumes: !user_volumes.is_empty(),
+            mutable_parameters: input.mutable_parameters.is_some(),
+            user_volumes: !input.user_volumes.is_empty(),
             node_id_known: !node_id.is_empty() || probe.node_probed,
         };
         // A plugin that never became ready is never registered: what the capability probe then
@@ -377,38 +218,23 @@ impl Suite for CsiSuite<'_> {
             probe.version.as_deref().unwrap_or("(no version)"),
             node_socket.display(),
         );
-        let mut details = probe.details(plugin_type);
-        if let Some(b) = AttachmentBudget::for_limit(probe.max_volumes) {
-            details.insert(
-                "attachment_budget".into(),
-                format!(
-                    "at most {} volumes attached to the node at once, across all clauses",
-                    b.limit()
-                ),
-            );
-        }
-        if let Some(l) = &launcher {
-            details.insert("launched".into(), l.command_line());
-        }
-        details.insert(
-            "ready".into(),
-            match readiness.ready_after {
-                Some(t) => format!(
-                    "Probe reported ready after {} (from {})",
-                    crate::fmt_duration(t),
-                    readiness.counted_from
-                ),
-                None => readiness.why_not(),
-            },
+        let subject = subject(
+            opts,
+            &node_socket,
+            &probe,
+            plugin_type,
+            &launcher,
+            &readiness,
         );
-        let subject = Subject {
-            plugin: match &opts.launch {
-                Some(cmd) => cmd.clone(),
-                None => format!("unix://{}", node_socket.display()),
-            },
-            version: probe.version.clone(),
-            details,
-        };
+        let Input {
+            volume_size,
+            volume_parameters,
+            snapshot_parameters,
+            secrets,
+            mutable_parameters,
+            user_volumes,
+            ..
+        } = input;
         Ok(Prepared {
             secrets: secrets.values().cloned().collect(),
             config: CsiConfig {
@@ -451,5 +277,258 @@ impl Suite for CsiSuite<'_> {
                 );
             }
         }
+    }
+}
+
+/// What the user gave, read and checked before anything starts (exit 2 on bad input).
+struct Input {
+    volume_size: i64,
+    volume_parameters: HashMap<String, String>,
+    snapshot_parameters: HashMap<String, String>,
+    secrets: HashMap<String, String>,
+    mutable_parameters: Option<HashMap<String, String>>,
+    endpoint: Option<PathBuf>,
+    controller_endpoint: Option<PathBuf>,
+    user_volumes: Vec<volumes::UserVolume>,
+}
+
+impl Input {
+    fn read(opts: &CsiArgs) -> Result<Input, HarnessError> {
+        let volume_size = match &opts.test_volume_size {
+            Some(s) => crate::sizes::parse_bytes("--test-volume-size", s)?,
+            None => 1 << 30,
+        };
+        let map = |flag: &str, p: &Option<PathBuf>| {
+            p.as_deref()
+                .map(|p| string_map(flag, p))
+                .transpose()
+                .map(Option::unwrap_or_default)
+        };
+        let mutable_parameters = opts
+            .mutable_parameters
+            .as_deref()
+            .map(mutable_parameters)
+            .transpose()?;
+        if let Some(d) = &opts.mount_dir
+            && !d.is_dir()
+        {
+            return Err(HarnessError::Usage(format!(
+                "--mount-dir {} is not a directory",
+                d.display()
+            )));
+        }
+        let socket = |e: &Option<String>| {
+            e.as_deref()
+                .map(socket_path)
+                .transpose()
+                .map_err(HarnessError::Usage)
+        };
+        let user_volumes = opts
+            .volumes
+            .iter()
+            .map(|v| volumes::parse_volume(v))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(HarnessError::Usage)?;
+        if let Some(id) = &opts.node_id
+            && (id.is_empty() || id.len() > 256)
+        {
+            return Err(HarnessError::Usage(
+                "--node-id must be 1 to 256 bytes long (the CSI spec's limit for node_id)".into(),
+            ));
+        }
+        Ok(Input {
+            volume_size,
+            volume_parameters: map("--volume-parameters", &opts.volume_parameters)?,
+            snapshot_parameters: map("--snapshot-parameters", &opts.snapshot_parameters)?,
+            secrets: map("--secrets", &opts.secrets)?,
+            mutable_parameters,
+            endpoint: socket(&opts.endpoint)?,
+            controller_endpoint: socket(&opts.controller_endpoint)?,
+            user_volumes,
+        })
+    }
+}
+
+/// `--mutable-parameters`: a JSON object of strings.
+fn mutable_parameters(j: &str) -> Result<HashMap<String, String>, HarnessError> {
+    let value = serde_json::from_str::<serde_json::Value>(j)
+        .map_err(|e| HarnessError::Usage(format!("--mutable-parameters {j:?} is not JSON: {e}")))?;
+    serde_json::from_value::<HashMap<String, String>>(value).map_err(|_| {
+        HarnessError::Usage(format!(
+            "--mutable-parameters {j:?}: expected a JSON object of strings, like {{\"iops\": \"3000\"}}"
+        ))
+    })
+}
+
+/// The plugin, started or found, and connected.
+struct Reached {
+    launcher: Option<Arc<Launcher>>,
+    node_socket: PathBuf,
+    node: Arc<Connection>,
+    /// The node connection again, unless the controller has a socket of its own.
+    controller: Arc<Connection>,
+    /// The controller is a plugin task of its own (`--controller-endpoint`).
+    split: bool,
+}
+
+/// Stops a launched plugin (before an early return).
+async fn stop(launcher: &Option<Arc<Launcher>>) {
+    if let Some(l) = launcher {
+        l.stop().await;
+    }
+}
+
+/// Launch the plugin or find it, check that gRPC listens on each socket (one line before any
+/// clause when not), and connect. A controller plugin given only `--controller-endpoint` is
+/// reached on that socket.
+async fn reach(
+    start: &RunStart,
+    opts: &CsiArgs,
+    plugin_type: PluginType,
+    input: &Input,
+) -> Result<Reached, HarnessError> {
+    let endpoint = input.endpoint.clone().or_else(|| {
+        (plugin_type == PluginType::Controller)
+            .then(|| input.controller_endpoint.clone())
+            .flatten()
+    });
+    let controller_endpoint = input
+        .controller_endpoint
+        .clone()
+        .filter(|c| Some(c) != endpoint.as_ref());
+    let (launcher, node_socket) = match (&opts.launch, endpoint) {
+        (Some(cmd), _) => {
+            let dir = start.scratch.join("plugin");
+            let state = dir.join("state");
+            std::fs::create_dir_all(&state).map_err(|e| {
+                HarnessError::Internal(format!("failed to create {}: {e}", state.display()))
+            })?;
+            let socket = dir.join("csi.sock");
+            let l = Launcher::new(cmd, &socket, &state).map_err(HarnessError::Usage)?;
+            if let Err(e) = l.start(start.profile.harness.launch_timeout).await {
+                return Err(HarnessError::Internal(format!(
+                    "failed to start the plugin: {e}"
+                )));
+            }
+            (Some(Arc::new(l)), socket)
+        }
+        (None, Some(socket)) => (None, socket),
+        (None, None) => {
+            return Err(HarnessError::Usage("no --endpoint and no --launch".into()));
+        }
+    };
+    for socket in std::iter::once(&node_socket).chain(controller_endpoint.as_ref()) {
+        if let Err(e) = preflight::check(socket, preflight::ANSWER_WITHIN).await {
+            stop(&launcher).await;
+            return Err(match e {
+                preflight::NotGrpc::Path(m) => HarnessError::Usage(m),
+                preflight::NotGrpc::Listener(m) => HarnessError::Internal(m),
+            });
+        }
+    }
+    let node = match Connection::open(&node_socket, DIAL_TIMEOUT).await {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            stop(&launcher).await;
+            return Err(HarnessError::Internal(format!(
+                "cannot reach the plugin: {e}"
+            )));
+        }
+    };
+    let controller = match &controller_endpoint {
+        Some(s) => match Connection::open(s, DIAL_TIMEOUT).await {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                stop(&launcher).await;
+                return Err(HarnessError::Internal(format!(
+                    "cannot reach the controller plugin: {e}"
+                )));
+            }
+        },
+        None => node.clone(),
+    };
+    Ok(Reached {
+        launcher,
+        node_socket,
+        node,
+        controller,
+        split: controller_endpoint.is_some(),
+    })
+}
+
+impl Reached {
+    /// Nomad calls nothing but Probe until the plugin reports ready, counting its health
+    /// timeout from the plugin's start; a split plugin's controller is a task of its own,
+    /// which Nomad waits for too.
+    async fn wait_ready(&self, start: &RunStart, plugin_type: PluginType) -> Readiness {
+        let csi = &start.profile.csi;
+        let (started, counted_from) = match &self.launcher {
+            Some(l) => (l.started_at(), "the plugin's start"),
+            None => (std::time::Instant::now(), "the harness's first contact"),
+        };
+        let identity = if plugin_type == PluginType::Controller {
+            &self.controller
+        } else {
+            &self.node
+        };
+        let wait = |conn| {
+            crate::steps::csi::ready::wait_ready(
+                conn,
+                started,
+                counted_from,
+                csi.probe_deadline,
+                csi.health_timeout,
+            )
+        };
+        let readiness = wait(identity).await;
+        if plugin_type == PluginType::Monolith && self.split {
+            readiness.and(wait(&self.controller).await)
+        } else {
+            readiness
+        }
+    }
+}
+
+/// The run's subject: the plugin as given, its version, and what the probe and the wait for
+/// readiness found.
+fn subject(
+    opts: &CsiArgs,
+    node_socket: &Path,
+    probe: &probe::Probe,
+    plugin_type: PluginType,
+    launcher: &Option<Arc<Launcher>>,
+    readiness: &Readiness,
+) -> Subject {
+    let mut details = probe.details(plugin_type);
+    if let Some(b) = AttachmentBudget::for_limit(probe.max_volumes) {
+        details.insert(
+            "attachment_budget".into(),
+            format!(
+                "at most {} volumes attached to the node at once, across all clauses",
+                b.limit()
+            ),
+        );
+    }
+    if let Some(l) = launcher {
+        details.insert("launched".into(), l.command_line());
+    }
+    details.insert(
+        "ready".into(),
+        match readiness.ready_after {
+            Some(t) => format!(
+                "Probe reported ready after {} (from {})",
+                crate::fmt_duration(t),
+                readiness.counted_from
+            ),
+            None => readiness.why_not(),
+        },
+    );
+    Subject {
+        plugin: match &opts.launch {
+            Some(cmd) => cmd.clone(),
+            None => format!("unix://{}", node_socket.display()),
+        },
+        version: probe.version.clone(),
+        details,
     }
 }

@@ -276,6 +276,82 @@ fn describe(req: &VolumeRequest) -> String {
     )
 }
 
+/// What the property search found: proptest's outcome, the input a plugin was killed at its
+/// deadline for (not shrunk), and the first input that failed.
+type Found = (
+    Result<(), TestError<VolumeRequest>>,
+    Option<(VolumeRequest, String)>,
+    Option<(VolumeRequest, String)>,
+);
+
+/// Generated volumes tried `cases` times from `seed`, the first failure shrunk within
+/// `shrink_budget`, on a blocking thread (proptest is synchronous; each case's calls run on
+/// this runtime).
+async fn search(
+    bench: &Bench,
+    base: VolumeRequest,
+    ceiling: i64,
+    cases: u32,
+    shrink_budget: Duration,
+    seed_value: u64,
+) -> Result<Found, tokio::task::JoinError> {
+    let mut seed = [0u8; 32];
+    seed[..8].copy_from_slice(&seed_value.to_le_bytes());
+    let handle = tokio::runtime::Handle::current();
+    let runner_bench = bench.clone();
+    tokio::task::spawn_blocking(move || {
+        // proptest prints a line to stderr whenever its own shrink limits stop it, whatever
+        // its verbosity: its limits are set out of reach, and the harness keeps its own budget
+        // (below), after which every further shrink attempt passes without calling the plugin
+        // and proptest ends quietly on the smallest input that failed.
+        let config = Config {
+            cases,
+            max_shrink_iters: u32::MAX - 1,
+            max_shrink_time: 0,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let shrink: Mutex<(Option<std::time::Instant>, u32)> = Mutex::new((None, 0));
+        let mut runner =
+            TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
+        // A call killed at its deadline says nothing shrinking can use, and every attempt would
+        // wait out the deadline again: stop at the first one and report that input.
+        let timed_out: Mutex<Option<(VolumeRequest, String)>> = Mutex::new(None);
+        // The first input that failed, kept in case shrinking ends on one that does not fail
+        // again when run once more.
+        let first: Mutex<Option<(VolumeRequest, String)>> = Mutex::new(None);
+        let result = runner.run(&volumes(base, ceiling), |req| {
+            if let Some((_, why)) = &*lock(&timed_out) {
+                return Err(TestCaseError::fail(why.clone()));
+            }
+            {
+                let mut budget = lock(&shrink);
+                if let Some(started) = budget.0 {
+                    budget.1 += 1;
+                    if started.elapsed() > shrink_budget || budget.1 > SHRINK_ITERATIONS {
+                        return Ok(());
+                    }
+                }
+            }
+            let (calls, result) = handle.block_on(exercise(&runner_bench, &req));
+            if let Err(why) = &result {
+                lock(&shrink).0.get_or_insert_with(std::time::Instant::now);
+                lock(&first).get_or_insert_with(|| (req.clone(), why.clone()));
+                if calls.iter().any(|c| c.killed_at_deadline()) {
+                    *lock(&timed_out) = Some((req.clone(), why.clone()));
+                }
+            }
+            result.map_err(TestCaseError::fail)
+        });
+        (
+            result,
+            timed_out.into_inner().unwrap_or_else(|p| p.into_inner()),
+            first.into_inner().unwrap_or_else(|p| p.into_inner()),
+        )
+    })
+    .await
+}
+
 #[when(
     "Nomad creates and deletes volumes with generated names, namespaces, node pools, parameters and capacities"
 )]
@@ -352,66 +428,13 @@ async fn generated(w: &mut DhvWorld) -> StepResult {
             return Ok(());
         }
     }
-    let ctx = w.ctx();
-    let mut seed = [0u8; 32];
-    seed[..8].copy_from_slice(&ctx.seed.to_le_bytes());
-    let handle = tokio::runtime::Handle::current();
-    let runner_bench = bench.clone();
-    let (outcome, timed_out, first) = tokio::task::spawn_blocking(move || {
-        // proptest prints a line to stderr whenever its own shrink limits stop it, whatever
-        // its verbosity: its limits are set out of reach, and the harness keeps its own budget
-        // (below), after which every further shrink attempt passes without calling the plugin
-        // and proptest ends quietly on the smallest input that failed.
-        let config = Config {
-            cases,
-            max_shrink_iters: u32::MAX - 1,
-            max_shrink_time: 0,
-            failure_persistence: None,
-            ..Config::default()
-        };
-        let shrink: Mutex<(Option<std::time::Instant>, u32)> = Mutex::new((None, 0));
-        let mut runner =
-            TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
-        // A call killed at its deadline says nothing shrinking can use, and every attempt would
-        // wait out the deadline again: stop at the first one and report that input.
-        let timed_out: Mutex<Option<(VolumeRequest, String)>> = Mutex::new(None);
-        // The first input that failed, kept in case shrinking ends on one that does not fail
-        // again when run once more.
-        let first: Mutex<Option<(VolumeRequest, String)>> = Mutex::new(None);
-        let result = runner.run(&volumes(base, ceiling), |req| {
-            if let Some((_, why)) = &*lock(&timed_out) {
-                return Err(TestCaseError::fail(why.clone()));
-            }
-            {
-                let mut budget = lock(&shrink);
-                if let Some(started) = budget.0 {
-                    budget.1 += 1;
-                    if started.elapsed() > shrink_budget || budget.1 > SHRINK_ITERATIONS {
-                        return Ok(());
-                    }
-                }
-            }
-            let (calls, result) = handle.block_on(exercise(&runner_bench, &req));
-            if let Err(why) = &result {
-                lock(&shrink).0.get_or_insert_with(std::time::Instant::now);
-                lock(&first).get_or_insert_with(|| (req.clone(), why.clone()));
-                if calls.iter().any(|c| c.killed_at_deadline()) {
-                    *lock(&timed_out) = Some((req.clone(), why.clone()));
-                }
-            }
-            result.map_err(TestCaseError::fail)
-        });
-        (
-            result,
-            timed_out.into_inner().unwrap_or_else(|p| p.into_inner()),
-            first.into_inner().unwrap_or_else(|p| p.into_inner()),
-        )
-    })
-    .await
-    .map_err(|e| {
-        w.ctx()
-            .harness_error(format!("the property runner failed: {e}"))
-    })?;
+    let seed = w.ctx().seed;
+    let (outcome, timed_out, first) = search(&bench, base, ceiling, cases, shrink_budget, seed)
+        .await
+        .map_err(|e| {
+            w.ctx()
+                .harness_error(format!("the property runner failed: {e}"))
+        })?;
 
     let (failing, what, why) = match (outcome, timed_out) {
         (Ok(()), _) => {
