@@ -135,7 +135,7 @@ pub fn main(argv: &[std::ffi::OsString]) -> i32 {
         return 125;
     }
     if let Some(dir) = &args.private_tmp {
-        let (private, note) = private_tmp(dir);
+        let (private, note) = private_tmp(dir, &kept_under_tmp(&args.plugin));
         put(&Line::Tmp { private, note });
     }
     // The plugin, as Nomad runs it: its path, the operation, the environment this process was
@@ -245,10 +245,33 @@ pub fn signal_name(n: i32) -> String {
         .unwrap_or_else(|_| format!("signal {n}"))
 }
 
+/// What must stay visible at its own path inside a private /tmp for the plugin to run: the top
+/// of the tree under /tmp it lives in (`/tmp/repo` for `/tmp/repo/fixtures/p/plugin`, so that
+/// files beside it stay reachable too), for its path as given and for the file it resolves to.
+/// Empty when the plugin is not under /tmp.
+pub fn kept_under_tmp(plugin: &Path) -> Vec<PathBuf> {
+    let top = |p: &Path| {
+        let rest = p.strip_prefix("/tmp").ok()?;
+        let first = rest.components().next()?;
+        Some(Path::new("/tmp").join(first))
+    };
+    let mut kept: Vec<PathBuf> = [
+        Some(plugin.to_path_buf()),
+        std::fs::canonicalize(plugin).ok(),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|p| top(&p))
+    .collect();
+    kept.dedup();
+    kept
+}
+
 /// Give this process (and so the plugin) a /tmp of its own: `dir` bind-mounted over /tmp in a
-/// new mount namespace. As root a plain mount namespace; otherwise one inside a user namespace
-/// that maps this user to itself. Returns whether it worked, and how (or why not).
-fn private_tmp(dir: &Path) -> (bool, String) {
+/// new mount namespace, with each of `keep` (trees under the old /tmp) bind-mounted back at its
+/// own path. As root a plain mount namespace; otherwise one inside a user namespace that maps
+/// this user to itself. Returns whether it worked, and how (or why not).
+fn private_tmp(dir: &Path, keep: &[PathBuf]) -> (bool, String) {
     use nix::mount::{MsFlags, mount};
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
@@ -282,6 +305,29 @@ fn private_tmp(dir: &Path) -> (bool, String) {
             format!("{how}, but / could not be made private ({e})"),
         );
     }
+    // Opened before /tmp is covered, to be mounted back from these handles after.
+    let handles: Vec<(PathBuf, std::fs::File)> = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let opened: Result<Vec<_>, _> = keep
+            .iter()
+            .map(|k| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH)
+                    .open(k)
+                    .map(|f| (k.clone(), f))
+            })
+            .collect();
+        match opened {
+            Ok(h) => h,
+            Err(e) => {
+                return (
+                    false,
+                    format!("{how}, but the plugin's tree under /tmp could not be opened ({e})"),
+                );
+            }
+        }
+    };
     if let Err(e) = mount(
         Some(dir),
         "/tmp",
@@ -291,9 +337,49 @@ fn private_tmp(dir: &Path) -> (bool, String) {
     ) {
         return (false, format!("{how}, but the bind mount failed ({e})"));
     }
+    for (path, handle) in &handles {
+        use std::os::fd::AsRawFd as _;
+        let made = if handle.metadata().is_ok_and(|m| m.is_dir()) {
+            std::fs::create_dir_all(path)
+        } else {
+            std::fs::File::create(path).map(drop)
+        };
+        let source = format!("/proc/self/fd/{}", handle.as_raw_fd());
+        let bound = made.map_err(|e| e.to_string()).and_then(|()| {
+            mount(
+                Some(source.as_str()),
+                path,
+                none,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                none,
+            )
+            .map_err(|e| e.to_string())
+        });
+        if let Err(e) = bound {
+            return (
+                false,
+                format!(
+                    "{how}, but {} could not be kept visible in it ({e})",
+                    path.display()
+                ),
+            );
+        }
+    }
+    let kept = if handles.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({} kept visible at {})",
+            "the plugin's tree",
+            keep.iter()
+                .map(|k| k.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     (
         true,
-        format!("{} bind-mounted over /tmp in {how}", dir.display()),
+        format!("{} bind-mounted over /tmp in {how}{kept}", dir.display()),
     )
 }
 

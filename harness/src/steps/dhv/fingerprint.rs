@@ -42,12 +42,10 @@ async fn fingerprints_alone(w: &mut DhvWorld) -> StepResult {
     let tmp = w.ctx().scratch.join("tmp");
     std::fs::create_dir_all(&tmp)
         .map_err(|e| w.ctx().harness_error(format!("{}: {e}", tmp.display())))?;
-    // A plugin that lives under /tmp would vanish behind the mount: watch /tmp then only.
-    let private = !plugin.path.starts_with("/tmp");
     w.alone().await;
     w.fingerprint_before = Some((list_tree(&w.cwd()), entries_with_mtime(&plugin.dir)));
     let opts = CallOpts {
-        private_tmp: private.then(|| tmp.clone()),
+        private_tmp: Some(tmp.clone()),
         ..CallOpts::default()
     };
     let deadline = w.deadlines().fingerprint_kill_deadline();
@@ -168,18 +166,24 @@ async fn no_side_effects(w: &mut DhvWorld) -> StepResult {
     match &isolated {
         // What the plugin wrote under its /tmp is in the scenario's directory; shown as the
         // plugin saw it.
-        Some(_) => changed.extend(
-            list_tree(&tmp)
-                .into_iter()
-                .filter_map(|p| Some(Path::new("/tmp").join(p.strip_prefix(&tmp).ok()?))),
-        ),
+        // A plugin living under /tmp had its tree mounted back at its own path: the empty
+        // mount points the stand-in made for it are not the plugin's writing.
+        Some(_) => {
+            let kept = crate::plugins::dhv::agent::kept_under_tmp(&w.plugin().path);
+            changed.extend(
+                list_tree(&tmp)
+                    .into_iter()
+                    .filter_map(|p| Some(Path::new("/tmp").join(p.strip_prefix(&tmp).ok()?)))
+                    .filter(|p| !kept.iter().any(|k| k == p || k.starts_with(p))),
+            )
+        }
         None => {
             let why = call
                 .agent
                 .as_ref()
                 .and_then(|a| a.tmp.clone())
                 .map(|(_, note)| note)
-                .unwrap_or_else(|| "the plugin itself lies under /tmp".into());
+                .unwrap_or_else(|| "the stand-in did not say".into());
             w.ctx().note(format!(
                 "/tmp was not given to the plugin privately ({why}): what it wrote there could not be told from what others wrote"
             ));
