@@ -268,6 +268,15 @@ fn main() {
         .sum();
     let wall_ms = wall.as_secs_f64() * 1000.0;
     let overhead = (wall_ms - in_plugin).max(0.0) / wall_ms.max(1.0);
+    let clause_ms: f64 = serial.cases.iter().map(|c| c.duration_ms as f64).sum();
+    let ready_ms = serial
+        .subject
+        .details
+        .get("ready")
+        .and_then(|r| r.strip_prefix("Probe reported ready after "))
+        .and_then(|r| r.split_whitespace().next())
+        .map(parse_ms)
+        .unwrap_or(0.0);
     println!(
         "serial run (--jobs 1): {:.0} ms wall, {:.0} ms of it inside the plugin's calls ({:.0}%); our overhead {:.0}% of the wall (target at most 10%: ratio {:.2})",
         wall_ms,
@@ -275,6 +284,12 @@ fn main() {
         100.0 * in_plugin / wall_ms.max(1.0),
         100.0 * overhead,
         overhead / 0.10
+    );
+    println!(
+        "  of which: {:.0} ms inside clauses but outside the plugin's calls (the harness's checks and bookkeeping); {:.0} ms outside clauses, {:.0} ms of it the plugin starting until Probe said ready (the rest: the harness starting, the capability probe, stopping the plugin, reports)",
+        clause_ms - in_plugin,
+        wall_ms - clause_ms,
+        ready_ms
     );
     let mut slowest: Vec<_> = rec.cases.iter().collect();
     slowest.sort_by_key(|c| std::cmp::Reverse(c.duration_ms));

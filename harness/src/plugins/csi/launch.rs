@@ -144,7 +144,9 @@ impl Launcher {
                     self.log_tail()
                 ));
             }
-            tokio::time::sleep(Duration::from_millis(25)).await;
+            // Short: a plugin is usually up within tens of milliseconds, and the suite waits
+            // for it twice (at the start and in CSI-NOMAD-RESTART).
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         *self.child.lock().await = Some((child, pgid));
         Ok(())
