@@ -137,7 +137,7 @@ impl Rpc {
     pub fn reproduce(&self, socket: &Path) -> String {
         format!(
             "grpcurl -plaintext -import-path {} -proto csi/v1/csi.proto -unix -d {} {} {}",
-            crate::shell::quote(&crate::plugins::proto_dir()),
+            crate::shell::quote(crate::plugins::proto_dir()),
             crate::shell::quote(&self.request.to_string()),
             socket.display(),
             self.path.trim_start_matches('/')

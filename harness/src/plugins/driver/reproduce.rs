@@ -23,7 +23,7 @@ pub fn reproduce_script(
          grpcurl -plaintext -authority unused $u -import-path {dir} -proto {proto} -d {req} \"$addr\" {svc}/{method}\n\
          kill -9 $pid",
         start = launch.command_line(),
-        dir = quote(&crate::plugins::proto_dir()),
+        dir = quote(crate::plugins::proto_dir()),
         proto = service.proto_file(),
         req = quote(request_json),
         svc = service.full_name(),
