@@ -285,31 +285,6 @@ fn sigint_stops_the_launched_plugin_and_cleans_up() {
     assert!(plugins.is_empty(), "plugin still running: {plugins:?}");
 }
 
-/// The verdict of every clause, by clause ID, from one run of the suite.
-fn verdicts(args: &[String]) -> std::collections::BTreeMap<String, String> {
-    let out = tempfile::tempdir().unwrap();
-    let json = out.path().join("run.json");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
-        .args(args)
-        .arg("--json")
-        .arg(&json)
-        .arg("-q")
-        .output()
-        .unwrap();
-    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
-        panic!(
-            "no record ({e}): {}",
-            String::from_utf8_lossy(&status.stderr)
-        )
-    });
-    let record: nomad_conform_reports::model::RunRecord = serde_json::from_str(&text).unwrap();
-    record
-        .cases
-        .iter()
-        .map(|c| (c.clause.clone(), c.verdict.as_str().to_string()))
-        .collect()
-}
-
 /// A node that takes 3 volumes at most, the suite at --jobs 1 and --jobs 8, three times each:
 /// the same verdict for every clause every time (the attachment budget keeps clauses from
 /// driving the plugin past its own limit, whatever runs at the same time).
@@ -340,7 +315,7 @@ fn verdicts_do_not_depend_on_jobs() {
                     "--seed".into(),
                     "7".into(),
                 ];
-                s.spawn(move || (jobs, verdicts(&args)))
+                s.spawn(move || (jobs, support::verdicts(None, &args)))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()

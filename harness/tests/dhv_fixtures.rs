@@ -121,31 +121,6 @@ fixtures! {
     variant_non_ascii_error => "variant-non-ascii-error",
 }
 
-/// Every clause's verdict in a run of `plugin` with `args` (the seed fixed), by clause ID.
-fn verdicts(dir: &Path, args: &[&str]) -> std::collections::BTreeMap<String, String> {
-    let out = tempfile::tempdir().unwrap();
-    let json = out.path().join("run.json");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
-        .current_dir(dir)
-        .args(args)
-        .args(["--seed", "7", "-q", "--json"])
-        .arg(&json)
-        .output()
-        .expect("run nomad-conform");
-    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
-        panic!(
-            "no record ({e}): {}",
-            String::from_utf8_lossy(&status.stderr)
-        )
-    });
-    let record: nomad_conform_reports::model::RunRecord = serde_json::from_str(&text).unwrap();
-    record
-        .cases
-        .iter()
-        .map(|c| (c.clause.clone(), c.verdict.as_str().to_string()))
-        .collect()
-}
-
 /// A plugin whose fingerprint starts a background job guarded by a node-wide lock (only one
 /// runs at a time), the clauses that fingerprint at --jobs 1 and --jobs 8, three times each,
 /// side by side: the same verdict for every clause every time, DHV-GENERAL-NO-STRAY-PROCESS
@@ -165,8 +140,10 @@ fn no_stray_verdict_does_not_depend_on_jobs() {
             .map(|jobs| {
                 let dir = &dir;
                 s.spawn(move || {
-                    let args = ["dhv", "./plugin", "--tags", tags, "--jobs", jobs];
-                    (jobs, verdicts(dir, &args))
+                    let args = [
+                        "dhv", "./plugin", "--tags", tags, "--jobs", jobs, "--seed", "7",
+                    ];
+                    (jobs, support::verdicts(Some(dir), &args))
                 })
             })
             .collect();

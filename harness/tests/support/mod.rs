@@ -251,3 +251,35 @@ pub fn unproven_must_clauses(kind: &str, fixtures: &[&str]) -> Vec<String> {
         .map(|c| c.to_string())
         .collect()
 }
+
+/// The verdict of every clause, by clause ID, from one run of the suite with `args`, started
+/// in `cwd` (the harness's own when `None`).
+pub fn verdicts<S: AsRef<std::ffi::OsStr>>(
+    cwd: Option<&Path>,
+    args: &[S],
+) -> std::collections::BTreeMap<String, String> {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("run.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nomad-conform"));
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let status = cmd
+        .args(args)
+        .args(["-q", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run nomad-conform");
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
+        panic!(
+            "no record ({e}): {}",
+            String::from_utf8_lossy(&status.stderr)
+        )
+    });
+    let record: RunRecord = serde_json::from_str(&text).unwrap();
+    record
+        .cases
+        .iter()
+        .map(|c| (c.clause.clone(), c.verdict.as_str().to_string()))
+        .collect()
+}

@@ -524,9 +524,14 @@ async fn every_renew_200(w: &mut VariablesWorld) -> StepResult {
     if wrong.is_empty() && !w.renews.is_empty() {
         return Ok(());
     }
+    let seen = if w.renews.is_empty() {
+        "no renew was made".to_string()
+    } else {
+        wrong.join("\n")
+    };
     Err(w.fail(
         "every renew by the holder, each half a TTL after the last, answers 200",
-        &wrong.join("\n"),
+        &seen,
     ))
 }
 
