@@ -554,3 +554,90 @@ fn a_fully_detached_daemon_does_not_survive_the_run() {
         record.subject.details
     );
 }
+
+/// The private /tmp that DHV-FINGERPRINT-NO-SIDE-EFFECTS gives a fingerprint is a new mount
+/// namespace; one that kept its copy of a volume mounted under /tmp would keep that volume's
+/// loop device attached after a concurrent clause unmounted it on the host, and that clause
+/// would report a leak that was ours (seen in CI at --jobs 8 with the ext4-image reference).
+#[test]
+fn a_private_tmp_does_not_keep_a_host_mount_alive() {
+    let run = |cmd: &str, args: &[&str]| {
+        let out = std::process::Command::new(cmd).args(args).output().unwrap();
+        assert!(out.status.success(), "{cmd} {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let volumes = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let image = volumes.path().join("v.img");
+    let mount_point = volumes.path().join("v");
+    std::fs::create_dir(&mount_point).unwrap();
+    run("truncate", &["-s", "16M", image.to_str().unwrap()]);
+    run("mkfs.ext4", &["-q", image.to_str().unwrap()]);
+    run(
+        "mount",
+        &[
+            "-o",
+            "loop",
+            image.to_str().unwrap(),
+            mount_point.to_str().unwrap(),
+        ],
+    );
+    let device = run(
+        "findmnt",
+        &["-n", "-o", "SOURCE", mount_point.to_str().unwrap()],
+    );
+    let backing = Path::new("/sys/block")
+        .join(device.trim_start_matches("/dev/"))
+        .join("loop/backing_file");
+    assert!(backing.exists(), "{device} is not a loop device");
+
+    let other = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let plugin = other.path().join("plugin");
+    std::fs::write(
+        &plugin,
+        "#!/bin/sh\nsleep 3\necho '{\"version\":\"1.0.0\"}'\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = other.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    let report = other.path().join("report");
+    let mut agent = std::process::Command::new(BIN)
+        .args([
+            "__dhv-agent",
+            report.to_str().unwrap(),
+            "10000",
+            private.to_str().unwrap(),
+            plugin.to_str().unwrap(),
+            "fingerprint",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&report).is_ok_and(|r| r.contains("started")) {
+        assert!(
+            started.elapsed().as_secs() < 5,
+            "the stand-in never started the plugin"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let made = std::fs::read_to_string(&report).unwrap();
+    assert!(made.contains("\"private\":true"), "no private /tmp: {made}");
+
+    run("umount", &[mount_point.to_str().unwrap()]);
+    let unmounted = std::time::Instant::now();
+    while backing.exists() && unmounted.elapsed().as_millis() < 1000 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let still = backing.exists();
+    if still {
+        let _ = agent.kill();
+    }
+    agent.wait().unwrap();
+    assert!(
+        !still,
+        "expected {device} to be detached once its mount was gone from the host, while the \
+         fingerprint (3 s) still ran in its private /tmp; it stayed attached"
+    );
+}

@@ -328,6 +328,7 @@ fn private_tmp(dir: &Path, keep: &[PathBuf]) -> (bool, String) {
             }
         }
     };
+    release_copied_mounts(keep);
     if let Err(e) = mount(
         Some(dir),
         "/tmp",
@@ -381,6 +382,20 @@ fn private_tmp(dir: &Path, keep: &[PathBuf]) -> (bool, String) {
         true,
         format!("{} bind-mounted over /tmp in {how}{kept}", dir.display()),
     )
+}
+
+/// Let go of the copies of the mounts under /tmp that this new namespace was given. A copy
+/// holds its filesystem alive: a loop-mounted volume that a concurrent clause unmounts on the
+/// host would keep its loop device attached until this namespace ends, and that clause would
+/// see a leak that is ours. The copies are hidden under the private /tmp anyway; only those on
+/// the way to (or inside) a kept tree stay, as the kept trees are mounted back from them.
+fn release_copied_mounts(keep: &[PathBuf]) {
+    let kept = |m: &Path| keep.iter().any(|k| k.starts_with(m) || m.starts_with(k));
+    for m in crate::ledger::mounts_under(Path::new("/tmp")) {
+        if !kept(&m) {
+            let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
 }
 
 /// What the report of one call says.
