@@ -175,6 +175,8 @@ fixtures! {
     variant_capacity_unknown => "variant-capacity-unknown",
     variant_ignores_max_volumes => "variant-ignores-max-volumes",
     variant_loop_at_create => "variant-loop-at-create",
+    variant_max_size_1gib => "variant-max-size-1gib",
+    variant_max_size_no_room => "variant-max-size-no-room",
     variant_min_size_1gib => "variant-min-size-1gib",
     variant_needs_secrets => "variant-needs-secrets",
     variant_node_only => "variant-node-only",

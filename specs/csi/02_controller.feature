@@ -93,9 +93,11 @@ Feature: controller
 
   @CSI-CONTROLLER-CREATE-NAME-CONFLICT @must @requires-CREATE_DELETE_VOLUME
   Scenario: CreateVolume with an existing name and an incompatible capacity is refused
-    A volume with the same name that is not compatible with the request is ALREADY_EXISTS. A
-    plugin whose first CreateVolume answered capacity_bytes 0 (unknown, as for a share on a file
-    server) cannot tell a conflict by size: the clause is skipped then.
+    A volume with the same name that is not compatible with the request is ALREADY_EXISTS. The
+    request asks for exactly twice the volume's size; after OUT_OF_RANGE (a size outside the
+    plugin's limits) for one MiB more, then for half. A plugin whose first CreateVolume answered
+    capacity_bytes 0 (unknown, as for a share on a file server) cannot tell a conflict by size,
+    nor can one that refuses all three sizes: the clause is skipped then, with the reason.
 
     Basis: CSI spec v1.12, CreateVolume Errors: a volume that exists under the name but is
     incompatible with the requested capacity_range MUST get ALREADY_EXISTS (the table's codes are
@@ -104,7 +106,7 @@ Feature: controller
     without a word.
 
     Given the plugin has created a volume
-    When the harness creates a volume with the same name and a larger capacity
+    When the harness creates a volume with the same name and an incompatible capacity
     Then the call fails with ALREADY_EXISTS
 
   @CSI-CONTROLLER-CREATE-LONG-NAME @should @requires-CREATE_DELETE_VOLUME

@@ -84,6 +84,21 @@ impl ControllerService {
 /// Volumes are at least this big under the min-size-1gib variant.
 pub const MIN_SIZE_1GIB: i64 = 1 << 30;
 
+/// Volumes are at most this big under the max-size-1gib variant.
+pub const MAX_SIZE_1GIB: i64 = 1 << 30;
+
+/// max-size-1gib: the spec's answer to a size above the plugin's maximum, 11 OUT_OF_RANGE
+/// ("Unsupported capacity_range" for CreateVolume, "Unsupported capacity" for
+/// ControllerExpandVolume), with the maximum in the message.
+pub fn above_maximum(plugin: &Plugin, required: i64) -> Result<(), Status> {
+    if plugin.variants.has(Variant::MaxSize1Gib) && required > MAX_SIZE_1GIB {
+        return Err(Status::out_of_range(format!(
+            "volumes are at most {MAX_SIZE_1GIB} bytes (1 GiB); {required} bytes were required"
+        )));
+    }
+    Ok(())
+}
+
 /// The controller RPCs this plugin implements. VOLUME_CONDITION is not among them; neither is
 /// SINGLE_NODE_MULTI_WRITER (see `rpc::parse_capability`). register-only: no
 /// CREATE_DELETE_VOLUME (nor CLONE_VOLUME, which creates); capacity-unknown: no EXPAND_VOLUME.

@@ -24,6 +24,7 @@ pub enum Variant {
     ValidateWithoutConfirmed,
     IgnoresMaxVolumes,
     MinSize1Gib,
+    MaxSize1Gib,
     CapacityUnknown,
     NeedsSecrets,
     SlowStart,
@@ -44,6 +45,7 @@ impl Variant {
         Variant::ValidateWithoutConfirmed,
         Variant::IgnoresMaxVolumes,
         Variant::MinSize1Gib,
+        Variant::MaxSize1Gib,
         Variant::CapacityUnknown,
         Variant::NeedsSecrets,
         Variant::SlowStart,
@@ -64,6 +66,7 @@ impl Variant {
             Variant::ValidateWithoutConfirmed => "validate-without-confirmed",
             Variant::IgnoresMaxVolumes => "ignores-max-volumes",
             Variant::MinSize1Gib => "min-size-1gib",
+            Variant::MaxSize1Gib => "max-size-1gib",
             Variant::CapacityUnknown => "capacity-unknown",
             Variant::NeedsSecrets => "needs-secrets",
             Variant::SlowStart => "slow-start",
@@ -114,6 +117,9 @@ impl Variant {
             }
             Variant::MinSize1Gib => {
                 "volumes are at least 1 GiB: CreateVolume asking for less (or a limit below it) is OUT_OF_RANGE, with the minimum in the message; GetCapacity reports it as minimum_volume_size"
+            }
+            Variant::MaxSize1Gib => {
+                "volumes are at most 1 GiB: CreateVolume requiring more, or ControllerExpandVolume asking for more, is OUT_OF_RANGE with the maximum in the message; GetCapacity reports it as maximum_volume_size"
             }
             Variant::CapacityUnknown => {
                 "volumes report capacity_bytes 0 (unknown, like a share on a file server), any capacity range matches an existing name, and expansion is not offered"

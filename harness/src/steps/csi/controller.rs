@@ -169,7 +169,7 @@ async fn same_volume(w: &mut CsiWorld) -> StepResult {
     ))
 }
 
-#[when("the harness creates a volume with the same name and a larger capacity")]
+#[when("the harness creates a volume with the same name and an incompatible capacity")]
 async fn creates_conflicting(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
     // capacity_bytes 0 is "unknown" in the spec (a share on a file server): such a plugin
@@ -185,15 +185,38 @@ async fn creates_conflicting(w: &mut CsiWorld) -> StepResult {
             "the first CreateVolume answered capacity_bytes 0, which the spec defines as unknown: a conflict cannot be judged by size for a plugin that does not know its volumes' sizes",
         ));
     }
-    let mut req = requests::create_volume(w, &v.name, v.mode);
-    let bigger = v.capacity.max(w.volume_size()) * 2;
-    req.capacity_range = Some(pb::CapacityRange {
-        required_bytes: bigger,
-        limit_bytes: bigger,
-    });
-    let rpc = w.create_volume(req, v.mode).await;
-    w.last = vec![rpc];
-    Ok(())
+    // Exact ranges the volume cannot meet, whether its size is what was asked for or what was
+    // reported: twice its size, one MiB more, half of it. The next is tried only after
+    // OUT_OF_RANGE, the spec's "Unsupported capacity_range", which a plugin with a maximum (or
+    // minimum) volume size rightly answers whatever the name.
+    const MIB: i64 = 1 << 20;
+    let asked = v.capacity.max(w.volume_size());
+    let (high, low) = (reported.max(asked), reported.min(asked));
+    let ranges = [high * 2, high + MIB, low / 2 / MIB * MIB];
+    let mut calls = Vec::new();
+    for bytes in ranges.into_iter().filter(|b| *b > 0) {
+        let mut req = requests::create_volume(w, &v.name, v.mode);
+        req.capacity_range = Some(pb::CapacityRange {
+            required_bytes: bytes,
+            limit_bytes: bytes,
+        });
+        let rpc = w.create_volume(req, v.mode).await;
+        let refused = rpc.code == tonic::Code::OutOfRange;
+        calls.push(rpc);
+        if !refused {
+            w.last = calls;
+            return Ok(());
+        }
+    }
+    Err(w.ctx().skip(format!(
+        "CreateVolume refused every capacity that conflicts with the volume's {reported} bytes ({} bytes) as OUT_OF_RANGE, which the spec allows (\"Unsupported capacity_range\"): a conflict within the plugin's limits could not be asked for",
+        ranges
+            .iter()
+            .filter(|b| **b > 0)
+            .map(|b| b.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }
 
 #[when("the harness creates a volume with a 128-character name")]

@@ -144,6 +144,9 @@ pub struct CsiWorld {
     /// a volume specification gives no capacity).
     size: Option<i64>,
     size_unspecified: bool,
+    /// The size the clause's ControllerExpandVolume asked for: twice the volume's, or less
+    /// when the plugin refused that as OUT_OF_RANGE (expansion.rs, grow).
+    expanded_to: Option<i64>,
 }
 
 impl SuiteWorld for CsiWorld {

@@ -54,6 +54,8 @@ impl ControllerService {
         {
             return Err(Status::invalid_argument(message));
         }
+        // max-size-1gib: growing past the maximum is "Unsupported capacity".
+        super::above_maximum(plugin, wanted)?;
         let current = volume.capacity_bytes;
         // Volumes only grow: a request the volume already satisfies changes nothing.
         // (expand-shrinks follows a smaller request down instead.)

@@ -14,8 +14,8 @@ use tonic::Status;
 use uuid::Uuid;
 
 use super::{
-    ControllerService, DEFAULT_VOLUME_BYTES, MIN_SIZE_1GIB, RACE_WINDOW, SECTOR_BYTES,
-    TOTAL_CAPACITY_BYTES, admit, check_mutable_parameters, sorted, volume_message,
+    ControllerService, DEFAULT_VOLUME_BYTES, MAX_SIZE_1GIB, MIN_SIZE_1GIB, RACE_WINDOW,
+    SECTOR_BYTES, TOTAL_CAPACITY_BYTES, admit, check_mutable_parameters, sorted, volume_message,
 };
 use crate::faults::{Fault, Faults};
 use crate::locks::LockKey;
@@ -73,6 +73,7 @@ impl ControllerService {
                  (required_bytes {required}, limit_bytes {limit}) is below that minimum"
             )));
         }
+        super::above_maximum(plugin, required)?;
         // topology: a volume can only be made where this node is; a requisite that leaves it
         // out cannot be met (the spec's table: 8 RESOURCE_EXHAUSTED).
         if plugin.variants.has(Variant::Topology)
@@ -465,9 +466,14 @@ impl ControllerService {
                 minimum_volume_size: None,
             };
         }
+        let maximum = if self.plugin.variants.has(Variant::MaxSize1Gib) {
+            available.min(MAX_SIZE_1GIB)
+        } else {
+            available
+        };
         GetCapacityResponse {
             available_capacity: available,
-            maximum_volume_size: Some(available),
+            maximum_volume_size: Some(maximum),
             minimum_volume_size: self
                 .plugin
                 .variants
