@@ -220,7 +220,9 @@ async fn controller_call_without(
             // expandVolume, finds no access mode to build one from).
             let mut r = pb::ControllerExpandVolumeRequest {
                 volume_id: vol.id.clone(),
-                capacity_range: requests::capacity(vol.capacity.max(w.volume_size()) * 2),
+                // The volume's own size: valid but for the missing field, also for a plugin
+                // with a maximum volume size.
+                capacity_range: requests::capacity(vol.capacity.max(w.volume_size())),
                 secrets,
                 volume_capability: None,
             };
@@ -346,7 +348,9 @@ async fn node_call_without(w: &mut CsiWorld, method: &str, field: &str) -> Resul
             let mut r = pb::NodeExpandVolumeRequest {
                 volume_id: vol.id.clone(),
                 volume_path: target.display().to_string(),
-                capacity_range: requests::capacity(vol.capacity.max(w.volume_size()) * 2),
+                // The volume's own size: valid but for the missing field, also for a plugin
+                // with a maximum volume size.
+                capacity_range: requests::capacity(vol.capacity.max(w.volume_size())),
                 volume_capability: Some(w.cap(vol.mode)),
                 ..Default::default()
             };

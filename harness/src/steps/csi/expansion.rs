@@ -32,8 +32,9 @@ async fn expand(w: &mut CsiWorld, id: &str, bytes: i64, claimed: Option<Mode>) -
 #[when("the harness expands a volume that does not exist")]
 async fn expands_unknown(w: &mut CsiWorld) {
     let id = unknown_id(w, "volume");
+    // The run's own size, which the plugin accepts: only the volume's absence is in question.
     let size = w.volume_size();
-    let rpc = expand(w, &id, size * 2, None).await;
+    let rpc = expand(w, &id, size, None).await;
     w.last = vec![rpc];
 }
 
@@ -153,7 +154,7 @@ async fn node_expands_unknown(w: &mut CsiWorld) {
     let req = pb::NodeExpandVolumeRequest {
         volume_id: unknown_id(w, "volume"),
         volume_path: w.mount_base().join("nowhere").display().to_string(),
-        capacity_range: requests::capacity(w.volume_size() * 2),
+        capacity_range: requests::capacity(w.volume_size()),
         volume_capability: Some(w.cap(Mode::SingleNodeWriter)),
         ..Default::default()
     };
