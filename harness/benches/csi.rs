@@ -268,6 +268,7 @@ fn main() {
         .sum();
     let wall_ms = wall.as_secs_f64() * 1000.0;
     let overhead = (wall_ms - in_plugin).max(0.0) / wall_ms.max(1.0);
+    // Each clause's duration is rounded to whole milliseconds: their sum is off by a few.
     let clause_ms: f64 = serial.cases.iter().map(|c| c.duration_ms as f64).sum();
     let ready_ms = serial
         .subject

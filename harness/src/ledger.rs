@@ -68,6 +68,14 @@ impl Ledger {
         }
     }
 
+    /// Register `resource` to be undone after everything already registered (a directory
+    /// that what came before it may have put things in).
+    pub fn track_first(&self, resource: impl Resource) {
+        if let Ok(mut e) = self.entries.lock() {
+            e.insert(0, Box::new(resource));
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.entries.lock().map(|e| e.len()).unwrap_or(0)
     }

@@ -33,8 +33,10 @@ pub struct ScenarioCtx<C> {
     pub clause: Clause,
     pub case: CaseHandle,
     pub ledger: Ledger,
-    /// A directory made for this scenario alone; removed when the scenario ends.
-    pub scratch: PathBuf,
+    /// A directory for this scenario alone, made when a step first asks for it (see
+    /// [`ScenarioCtx::scratch`]) and removed when the scenario ends.
+    scratch: PathBuf,
+    scratch_made: std::sync::OnceLock<()>,
     /// The scenario's seed: derived from the run seed and the clause ID, so a clause run alone
     /// with `--seed` sees the same generated inputs.
     pub seed: u64,
@@ -46,8 +48,9 @@ pub struct ScenarioCtx<C> {
 }
 
 impl<C> ScenarioCtx<C> {
-    /// Set up a scenario: its scratch directory (registered in the ledger first, so it is
-    /// removed last) and its case handle.
+    /// Set up a scenario: its case handle, ledger and identities. Its scratch directory is
+    /// made on first use: a clause that never asks for one (most CSI clauses) has no
+    /// directory to check for leftover mounts and loop devices, nor to remove.
     pub fn new(run: Arc<RunCtx<C>>, key: &CaseKey) -> Result<Self, String> {
         let clause = run
             .store
@@ -58,15 +61,9 @@ impl<C> ScenarioCtx<C> {
         let case = run.store.case(key);
         let ledger = Ledger::default();
         run.store.register_ledger(key, ledger.clone());
+        // The run's directory is canonical (run.rs, make_scratch_base) and a clause ID has no
+        // separators, so this path is too.
         let scratch = run.scratch_base.join(clause.id.to_ascii_lowercase());
-        std::fs::create_dir_all(&scratch)
-            .map_err(|e| format!("failed to create {}: {e}", scratch.display()))?;
-        let scratch = scratch
-            .canonicalize()
-            .map_err(|e| format!("failed to resolve {}: {e}", scratch.display()))?;
-        ledger.track(ScratchDir {
-            path: scratch.clone(),
-        });
         let seed = stable_hash(&format!("{}/{}", run.seed, clause.id));
         let token = format!(
             "nc{}{:04x}",
@@ -80,9 +77,29 @@ impl<C> ScenarioCtx<C> {
             case,
             ledger,
             scratch,
+            scratch_made: std::sync::OnceLock::new(),
             seed,
             token,
         })
+    }
+
+    /// The scenario's own directory, made on the first call and registered at the bottom of
+    /// the ledger, so that it is removed after everything the scenario made (mounts in it
+    /// among them) is undone. A directory that cannot be made is said in the case; the step
+    /// that uses it then fails on the missing directory.
+    pub fn scratch(&self) -> &std::path::Path {
+        self.scratch_made.get_or_init(|| {
+            if let Err(e) = std::fs::create_dir_all(&self.scratch) {
+                self.note(format!(
+                    "harness: failed to create {}: {e}",
+                    self.scratch.display()
+                ));
+            }
+            self.ledger.track_first(ScratchDir {
+                path: self.scratch.clone(),
+            });
+        });
+        &self.scratch
     }
 
     pub fn record(&self, ev: OpEvent) {

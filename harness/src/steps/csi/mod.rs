@@ -863,7 +863,7 @@ impl CsiWorld {
                 self.ctx().token,
                 self.ctx().clause.id.to_ascii_lowercase()
             )),
-            None => self.ctx().scratch.join("csi"),
+            None => self.ctx().scratch().join("csi"),
         }
     }
 

@@ -39,7 +39,7 @@ async fn fingerprints(w: &mut DhvWorld) {
 #[when("Nomad fingerprints the plugin while nothing else of it runs")]
 async fn fingerprints_alone(w: &mut DhvWorld) -> StepResult {
     let plugin = w.plugin();
-    let tmp = w.ctx().scratch.join("tmp");
+    let tmp = w.ctx().scratch().join("tmp");
     std::fs::create_dir_all(&tmp)
         .map_err(|e| w.ctx().harness_error(format!("{}: {e}", tmp.display())))?;
     w.alone().await;

@@ -239,7 +239,7 @@ async fn missing_variables(w: &mut DhvWorld) -> StepResult {
         .collect();
     for p in &strays {
         // New, and named after this scenario's volumes: made by this run, so ours to remove.
-        if !p.starts_with(&w.ctx().scratch) {
+        if !p.starts_with(w.ctx().scratch()) {
             w.ctx().ledger.track(StrayPath { path: p.clone() });
         }
     }

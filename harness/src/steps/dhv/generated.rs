@@ -374,7 +374,7 @@ async fn generated(w: &mut DhvWorld) -> StepResult {
         ledger: ctx.ledger.clone(),
         case: ctx.case.clone(),
         scratch_root: ctx.run.scratch_base.clone(),
-        cases_root: ctx.scratch.join("generated"),
+        cases_root: ctx.scratch().join("generated"),
         next_case: Arc::new(AtomicUsize::new(0)),
     };
     // First the ordinary volume every other clause creates: if it fails, that is not about

@@ -135,7 +135,7 @@ impl DhvWorld {
     /// directories): the first create on a fresh node meets no directory, which
     /// DHV-CREATE-VOLUMES-DIR-MISSING judges, and there it is never made.
     pub fn volumes_dir(&self) -> PathBuf {
-        let d = self.ctx().scratch.join("volumes");
+        let d = self.ctx().scratch().join("volumes");
         if self.ctx().clause.id != VOLUMES_DIR_CLAUSE {
             let _ = std::fs::create_dir_all(&d);
         }
@@ -144,7 +144,7 @@ impl DhvWorld {
 
     /// The working directory plugin calls run in (Nomad: the agent's working directory).
     pub fn cwd(&self) -> PathBuf {
-        let d = self.ctx().scratch.join("cwd");
+        let d = self.ctx().scratch().join("cwd");
         let _ = std::fs::create_dir_all(&d);
         d
     }

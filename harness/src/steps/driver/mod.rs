@@ -120,7 +120,7 @@ impl SuiteWorld for DriverWorld {
             ctx.run.config.timings,
             ctx.run.profile.driver.rpc_deadline,
             ctx.case.clone(),
-            ctx.scratch.join("a"),
+            ctx.scratch().join("a"),
             ctx.run.config.probe.host.cgroups.clone(),
         ));
         self.ctx = Some(ctx);
@@ -602,7 +602,7 @@ impl DriverWorld {
             let ctx = self.ctx.as_mut().expect("attached");
             taskconfig::task_id(&alloc_id, &name, &mut ctx.rng)
         };
-        let base = self.ctx().scratch.join("a");
+        let base = self.ctx().scratch().join("a");
         let marker = format!("{}/{}/{n}", self.ctx().run.run_id, self.ctx().token);
         let placement = Placement {
             alloc_id: alloc_id.clone(),

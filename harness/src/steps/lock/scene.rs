@@ -129,7 +129,7 @@ impl Scene {
                 )
             }
         };
-        let dir = ctx.scratch.clone();
+        let dir = ctx.scratch().to_path_buf();
         let listener = ProbeListener::bind(&dir.join("probe.sock"))
             .await
             .map_err(|e| ctx.harness_error(format!("failed to listen for probes: {e}")))?;
