@@ -126,6 +126,7 @@ fn sanity(bin: &std::ffi::OsStr, dir: &Path, i: usize) -> Sanity {
     std::fs::write(&mutable, format!("{}: {}\n", MUTABLE.0, MUTABLE.1)).expect("parameters");
     let t = Instant::now();
     let out = Command::new(bin)
+        .arg("--ginkgo.no-color")
         .arg(format!("--csi.endpoint={endpoint}"))
         .arg(format!("--csi.mountdir={}", run.join("mnt").display()))
         .arg(format!("--csi.stagingdir={}", run.join("stage").display()))
@@ -140,12 +141,21 @@ fn sanity(bin: &std::ffi::OsStr, dir: &Path, i: usize) -> Sanity {
     let _ = plugin.wait();
     let out = out.expect("run CSI_SANITY");
     let text = String::from_utf8_lossy(&out.stdout);
-    let summary = text
+    let mut summary = text
         .lines()
         .rfind(|l| l.contains("Passed") && l.contains("Failed"))
         .unwrap_or("(no summary line)")
         .trim()
         .to_string();
+    // The specs that failed, as its closing list names them ("[FAIL] Node Service ...").
+    let failed: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("[FAIL]"))
+        .collect();
+    if !failed.is_empty() {
+        summary = format!("{summary}; {}", failed.join("; "));
+    }
     Sanity {
         took,
         exit: out.status.code(),
