@@ -230,6 +230,14 @@ impl RunStore {
         self.inner().finished.values().cloned().collect()
     }
 
+    /// The finished cases, taken out of the store (once the run is over: the record is built
+    /// from them without copying every recorded call).
+    pub fn take_cases(&self) -> Vec<Case> {
+        std::mem::take(&mut self.inner().finished)
+            .into_values()
+            .collect()
+    }
+
     fn with_flight(&self, key: &CaseKey, at: SystemTime, f: impl FnOnce(&mut InFlight)) {
         let mut inner = self.inner();
         let flight = inner

@@ -224,7 +224,7 @@ pub struct RunMeta {
 
 /// The run's record, with every secret the run learned redacted.
 pub fn finish_record<C>(run: &RunCtx<C>, meta: RunMeta, interrupted: bool) -> RunRecord {
-    let record = RunRecord {
+    let mut record = RunRecord {
         schema_version: model::SCHEMA_VERSION,
         run_id: run.run_id.clone(),
         kind: meta.kind,
@@ -246,9 +246,10 @@ pub fn finish_record<C>(run: &RunCtx<C>, meta: RunMeta, interrupted: bool) -> Ru
         environment: environment(),
         shard: meta.shard,
         merged_from: Vec::new(),
-        cases: run.store.cases(),
+        cases: run.store.take_cases(),
     };
-    nomad_conform_reports::redact::redact(&record, &run.store.secrets())
+    nomad_conform_reports::redact::redact_in_place(&mut record, &run.store.secrets());
+    record
 }
 
 /// The machine the run happens on, read from /proc and /etc/os-release.
