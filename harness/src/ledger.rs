@@ -332,6 +332,18 @@ mod tests {
         assert!(ledger.teardown().await.leaked.is_empty());
     }
 
+    #[tokio::test]
+    async fn what_is_tracked_first_is_undone_last() {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let ledger = Ledger::default();
+        ledger.track(Probe(order.clone(), 1));
+        ledger.track(Probe(order.clone(), 3));
+        // A scratch directory made after a volume: still removed after the volume is gone.
+        ledger.track_first(Probe(order.clone(), 4));
+        ledger.teardown().await;
+        assert_eq!(*order.lock().unwrap(), vec![3, 1, 4]);
+    }
+
     #[derive(Debug)]
     struct Slow(Arc<Mutex<Vec<u32>>>, u32, bool);
     impl Resource for Slow {
