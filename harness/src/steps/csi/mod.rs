@@ -949,17 +949,7 @@ impl CsiWorld {
             };
             c.reproduce(socket)
         }));
-        // A create refused for its size, whose error names a size: say which flag chooses it.
-        let hint = calls
-            .iter()
-            .filter(|c| c.method == "CreateVolume" && c.code == tonic::Code::OutOfRange)
-            .find_map(|c| size_in_message(&c.message, 0))
-            .map(|s| {
-                format!(
-                    "\nhint: the plugin refused the volume size as OUT_OF_RANGE and its error names {s} bytes: rerun with --test-volume-size {s}"
-                )
-            })
-            .unwrap_or_default();
+        let hint = size_hint(calls, self.volume_size()).unwrap_or_default();
         // A release refused for want of secrets: Nomad never sends them there.
         let secrets_hint = calls
             .iter()
@@ -983,6 +973,27 @@ impl CsiWorld {
 /// A size in bytes that an error message names, other than `requested`: the smallest one above
 /// it (a minimum), else the largest one below it (a maximum). Sizes are plain byte counts of at
 /// least 1 KiB or numbers with a unit (`1GiB`, `10 Gi`, `512 MB`, `4k`).
+/// A create at the run's size (`run_size`) refused as OUT_OF_RANGE, whose error names a size:
+/// the line that says which flag chooses it. A clause's own larger or smaller request refused
+/// is no reason to change the run's size, and gets none.
+fn size_hint(calls: &[&Rpc], run_size: i64) -> Option<String> {
+    calls
+        .iter()
+        .filter(|c| c.method == "CreateVolume" && c.code == tonic::Code::OutOfRange)
+        .filter(|c| {
+            c.request
+                .pointer("/capacity_range/required_bytes")
+                .and_then(|b| b.as_i64().or_else(|| b.as_str()?.parse().ok()))
+                .is_none_or(|b| b == run_size)
+        })
+        .find_map(|c| size_in_message(&c.message, 0))
+        .map(|s| {
+            format!(
+                "\nhint: the plugin refused the volume size as OUT_OF_RANGE and its error names {s} bytes: rerun with --test-volume-size {s}"
+            )
+        })
+}
+
 pub fn size_in_message(message: &str, requested: i64) -> Option<i64> {
     let lower = message.to_ascii_lowercase();
     let bytes = lower.as_bytes();
@@ -1066,7 +1077,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::size_in_message;
+    use super::{size_hint, size_in_message};
 
     #[test]
     fn sizes_an_error_names() {
@@ -1083,5 +1094,29 @@ mod tests {
         // Small numbers without a unit are not sizes; nor are digits inside words.
         assert_eq!(size_in_message("error 42 in v1beta3", gib), None);
         assert_eq!(size_in_message("out of range", gib), None);
+    }
+
+    #[test]
+    fn the_size_hint_names_a_size_only_for_the_runs_own_size() {
+        let refused = |required: i64| crate::plugins::csi::Rpc {
+            method: "CreateVolume".into(),
+            path: "/csi.v1.Controller/CreateVolume".into(),
+            request: serde_json::json!({"capacity_range": {"required_bytes": required}}),
+            code: tonic::Code::OutOfRange,
+            message: "volumes are at most 1073741824 bytes".into(),
+            details_len: 0,
+            response: None,
+            started: std::time::Instant::now(),
+            duration: std::time::Duration::ZERO,
+            deadline: std::time::Duration::from_secs(1),
+            timed_out: false,
+        };
+        let gib = 1 << 30;
+        let at_run_size = refused(2 * gib);
+        let hint = size_hint(&[&at_run_size], 2 * gib).expect("a hint");
+        assert!(hint.contains("--test-volume-size 1073741824"), "{hint}");
+        // The clause asked for twice the run's size on purpose: no hint to change the run's.
+        let larger = refused(4 * gib);
+        assert_eq!(size_hint(&[&larger], 2 * gib), None);
     }
 }
