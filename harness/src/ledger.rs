@@ -182,7 +182,19 @@ pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
     }
     // Loop devices on images in the directory (a plugin's state kept there) would pin the
     // images' space after removal; the directory is the harness's, so they go with it.
-    for attached in crate::loop_devices::attached_under(dir) {
+    // A loop device on a file here whose mount was just undone may still be letting go (its
+    // detach ends when the last opener closes it: udev, a probe, a mount namespace that held a
+    // copy): those found get half a second before they count as left behind.
+    let attached = crate::loop_devices::attached_under(dir);
+    let attached = if attached.is_empty() {
+        attached
+    } else {
+        crate::loop_devices::still_attached_after_blocking(
+            attached,
+            std::time::Duration::from_millis(500),
+        )
+    };
+    for attached in attached {
         outcome
             .leaked
             .push(match crate::loop_devices::detach(&attached.device) {

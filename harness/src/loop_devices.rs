@@ -117,6 +117,20 @@ pub async fn still_attached_after(seen: &[Attached], within: Duration) -> Vec<At
     }
 }
 
+/// [`still_attached_after`] for code that may block (the ledger's directory removal runs on
+/// the blocking pool).
+pub fn still_attached_after_blocking(seen: Vec<Attached>, within: Duration) -> Vec<Attached> {
+    let until = std::time::Instant::now() + within;
+    let mut left = seen;
+    loop {
+        left.retain(still_attached);
+        if left.is_empty() || std::time::Instant::now() >= until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Detaches a loop device. The kernel finishes when the last opener closes it.
 pub fn detach(device: &Path) -> std::io::Result<()> {
     let file = File::open(device)?;
