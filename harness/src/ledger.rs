@@ -184,14 +184,14 @@ pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
     // images' space after removal; the directory is the harness's, so they go with it.
     // A loop device on a file here whose mount was just undone may still be letting go (its
     // detach ends when the last opener closes it: udev, a probe, a mount namespace that held a
-    // copy): those found get half a second before they count as left behind.
+    // copy): those found get the same grace as the CSI clauses' loop watch.
     let attached = crate::loop_devices::attached_under(dir);
     let attached = if attached.is_empty() {
         attached
     } else {
         crate::loop_devices::still_attached_after_blocking(
             attached,
-            std::time::Duration::from_millis(500),
+            crate::loop_devices::DETACH_GRACE,
         )
     };
     for attached in attached {

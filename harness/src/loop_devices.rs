@@ -104,6 +104,11 @@ pub fn still_attached(seen: &Attached) -> bool {
     }
 }
 
+/// How long a loop device may take to finish detaching once what held it is undone before it
+/// counts as left behind: the harness's allowance for the kernel and udev, no contract number
+/// (a device really left attached costs a failing clause this long).
+pub const DETACH_GRACE: Duration = Duration::from_secs(1);
+
 /// Those of `seen` still attached to the same file after waiting up to `within` for them to
 /// go: a detach finishes only when the last opener (udev, a probe) closes the device.
 pub async fn still_attached_after(seen: &[Attached], within: Duration) -> Vec<Attached> {

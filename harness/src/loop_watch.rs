@@ -3,12 +3,11 @@
 //! same file. It sits above both the ledger and the loop device helpers it uses.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 
 use crate::ledger::{Resource, TeardownOutcome};
-use crate::loop_devices::{Attached, still_attached_after};
+use crate::loop_devices::{Attached, DETACH_GRACE, still_attached_after};
 
 /// Loop devices seen behind a scenario's block volumes, checked once the scenario's cleanup
 /// has run: one still attached to the same file is a leak (the plugin's unstage, unpublish
@@ -38,7 +37,7 @@ impl Resource for LoopWatch {
 
     fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
         Box::pin(async move {
-            let left = still_attached_after(&self.seen(), Duration::from_secs(1)).await;
+            let left = still_attached_after(&self.seen(), DETACH_GRACE).await;
             TeardownOutcome {
                 leaked: left
                     .iter()

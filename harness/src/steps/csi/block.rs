@@ -206,7 +206,7 @@ async fn loops_detached(w: &mut CsiWorld) -> StepResult {
     // after the clause's cleanup (the LoopWatch), not here.
     let seen = w.claim_loops.clone();
     let left: Vec<String> =
-        crate::loop_devices::still_attached_after(&seen, std::time::Duration::from_secs(1))
+        crate::loop_devices::still_attached_after(&seen, crate::loop_devices::DETACH_GRACE)
             .await
             .iter()
             .map(|a| a.to_string())

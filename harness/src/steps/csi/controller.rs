@@ -192,9 +192,12 @@ async fn creates_conflicting(w: &mut CsiWorld) -> StepResult {
     const MIB: i64 = 1 << 20;
     let asked = v.capacity.max(w.volume_size());
     let (high, low) = (reported.max(asked), reported.min(asked));
-    let ranges = [high * 2, high + MIB, low / 2 / MIB * MIB];
+    let ranges: Vec<i64> = [high * 2, high + MIB, low / 2 / MIB * MIB]
+        .into_iter()
+        .filter(|b| *b > 0)
+        .collect();
     let mut calls = Vec::new();
-    for bytes in ranges.into_iter().filter(|b| *b > 0) {
+    for &bytes in &ranges {
         let mut req = requests::create_volume(w, &v.name, v.mode);
         req.capacity_range = Some(pb::CapacityRange {
             required_bytes: bytes,
@@ -212,7 +215,6 @@ async fn creates_conflicting(w: &mut CsiWorld) -> StepResult {
         "CreateVolume refused every capacity that conflicts with the volume's {reported} bytes ({} bytes) as OUT_OF_RANGE, which the spec allows (\"Unsupported capacity_range\"): a conflict within the plugin's limits could not be asked for",
         ranges
             .iter()
-            .filter(|b| **b > 0)
             .map(|b| b.to_string())
             .collect::<Vec<_>>()
             .join(", ")
@@ -887,11 +889,7 @@ async fn unpublishes(w: &mut CsiWorld) -> StepResult {
 
 #[when("the harness calls GetCapacity")]
 async fn get_capacity(w: &mut CsiWorld) {
-    let req = pb::GetCapacityRequest {
-        volume_capabilities: vec![w.cap(Mode::SingleNodeWriter)],
-        parameters: w.config().volume_parameters.clone(),
-        ..Default::default()
-    };
+    let req = requests::get_capacity(w);
     let (rpc, _) = rpc!(
         w,
         controller,

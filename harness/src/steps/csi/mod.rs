@@ -280,11 +280,7 @@ impl CsiWorld {
     /// A size the plugin accepts, after `refused` (OUT_OF_RANGE for `requested` bytes).
     async fn accepted_size(&mut self, refused: &Rpc, requested: i64) -> (Option<i64>, String) {
         if self.config().caps.controller.contains("GET_CAPACITY") {
-            let req = pb::GetCapacityRequest {
-                volume_capabilities: vec![self.cap(Mode::SingleNodeWriter)],
-                parameters: self.config().volume_parameters.clone(),
-                ..Default::default()
-            };
+            let req = requests::get_capacity(self);
             let (_, resp) = rpc!(
                 self,
                 controller,

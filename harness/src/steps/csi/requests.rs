@@ -117,6 +117,16 @@ pub fn create_volume(w: &CsiWorld, name: &str, mode: Mode) -> pb::CreateVolumeRe
     }
 }
 
+/// GetCapacity for a single-node-writer volume with the run's volume parameters: the
+/// capability and parameters the clause's CreateVolume calls send.
+pub fn get_capacity(w: &CsiWorld) -> pb::GetCapacityRequest {
+    pb::GetCapacityRequest {
+        volume_capabilities: vec![w.cap(Mode::SingleNodeWriter)],
+        parameters: w.config().volume_parameters.clone(),
+        ..Default::default()
+    }
+}
+
 /// ControllerPublishVolume of `vol` to the node, as Nomad sends it (never with an empty node
 /// ID: see [`CsiWorld::publish_node_id`]).
 pub fn controller_publish(
