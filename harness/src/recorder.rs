@@ -60,6 +60,18 @@ impl CaseState {
 
 pub type CaseHandle = Arc<Mutex<CaseState>>;
 
+/// A handle with nothing recorded yet, its clock started now.
+pub fn new_case() -> CaseHandle {
+    Arc::new(Mutex::new(CaseState {
+        started: Instant::now(),
+        events: Vec::new(),
+        hint: None,
+        leaked: Vec::new(),
+        notes: Vec::new(),
+        attachments: Vec::new(),
+    }))
+}
+
 /// Lock a handle, tolerating a poisoned mutex (a panicking step must not lose the record).
 pub fn lock(h: &CaseHandle) -> MutexGuard<'_, CaseState> {
     h.lock().unwrap_or_else(|p| p.into_inner())
@@ -79,14 +91,7 @@ struct InFlight {
 impl InFlight {
     fn new(at: SystemTime) -> Self {
         InFlight {
-            state: Arc::new(Mutex::new(CaseState {
-                started: Instant::now(),
-                events: Vec::new(),
-                hint: None,
-                leaked: Vec::new(),
-                notes: Vec::new(),
-                attachments: Vec::new(),
-            })),
+            state: new_case(),
             started_at: at,
             steps: Vec::new(),
             step_started: None,

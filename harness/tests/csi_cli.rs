@@ -331,3 +331,84 @@ fn volumes_to_claim_are_refused_for_a_controller_that_creates() {
     );
     assert!(stderr.contains("CREATE_DELETE_VOLUME"), "{stderr}");
 }
+
+#[test]
+fn shared_volumes_are_made_once_and_undone_after_their_last_reader() {
+    if !needs_root("the shared publication test (bind mounts)") {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("ncsh")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let socket = dir.path().join("csi.sock");
+    let state = dir.path().join("state");
+    let log = dir.path().join("plugin.log");
+    std::fs::create_dir_all(&state).unwrap();
+    let _plugin = Running(
+        Command::new(csi_hostpath())
+            .arg("--endpoint")
+            .arg(format!("unix://{}", socket.display()))
+            .args(["--node-id", "outside-node", "--state-dir"])
+            .arg(&state)
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("csi-hostpath is built by `cargo test --workspace`"),
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < until, "the plugin never made its socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let json = dir.path().join("run.json");
+    let (code, stdout, stderr) = run(&[
+        "csi",
+        "--endpoint",
+        &format!("unix://{}", socket.display()),
+        "--tags",
+        "@reads-shared-volume or @reads-shared-publication",
+        "--jobs",
+        "4",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let cases = record["cases"].as_array().unwrap();
+    assert!(cases.len() >= 14, "{stdout}");
+    for c in cases {
+        assert_eq!(c["verdict"], "pass", "{c}");
+        // Each reader's record shows how its volume came about.
+        assert!(
+            c["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["operation"] == "CreateVolume (shared)"),
+            "{c}"
+        );
+    }
+    // The plugin was asked once for each shared volume, and each was undone after its readers.
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let count = |method: &str| {
+        calls
+            .lines()
+            .filter(|l| l.starts_with(&format!("{method} ")))
+            .count()
+    };
+    assert_eq!(count("CreateVolume"), 2, "{calls}");
+    assert_eq!(count("DeleteVolume"), 2, "{calls}");
+    assert_eq!(count("NodePublishVolume"), 1, "{calls}");
+    // Released once; the other two are the readers' own requests (no target, and a target of an
+    // allocation that never had it).
+    let released = calls
+        .lines()
+        .filter(|l| l.starts_with("NodeUnpublishVolume ") && l.contains("/shared-publication/"))
+        .count();
+    assert_eq!(released, 1, "{calls}");
+    let left: Vec<_> = std::fs::read_dir(state.join("volumes"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "volumes left in the plugin: {left:?}");
+}

@@ -223,18 +223,18 @@ Feature: controller
     When the harness calls ValidateVolumeCapabilities without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-CONTROLLER-VALIDATE-NO-CAPABILITIES @must @requires-volume
+  @CSI-CONTROLLER-VALIDATE-NO-CAPABILITIES @must @requires-volume @reads-shared-volume
   Scenario: ValidateVolumeCapabilities without capabilities is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, ValidateVolumeCapabilities: volume_capabilities is REQUIRED (a
     REQUIRED repeated field MUST hold at least one element). The level rests on the spec alone:
     Nomad never sends such a request (it fills or checks the field itself).
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     When the harness calls ValidateVolumeCapabilities without volume capabilities
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-CONTROLLER-VALIDATE @must @requires-volume
+  @CSI-CONTROLLER-VALIDATE @must @requires-volume @reads-shared-volume
   Scenario: ValidateVolumeCapabilities confirms the capabilities a volume was created with
     Nomad calls it when a volume is registered: when the plugin confirms capabilities, each one
     Nomad asked for must be among them (its access mode, block or mount, fs_type, and every mount
@@ -247,7 +247,7 @@ Feature: controller
     accepts a reply without confirmed and otherwise needs each requested capability matched by one
     confirmed capability, failing when none matches and one differs.
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     When the harness validates the volume's own capabilities
     Then the call succeeds
     And any confirmed capabilities are the ones asked for

@@ -95,17 +95,17 @@ Feature: node
     When the harness calls NodeUnstageVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-UNSTAGE-NO-PATH @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume
+  @CSI-NODE-UNSTAGE-NO-PATH @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume @reads-shared-volume
   Scenario: NodeUnstageVolume without a staging path is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, NodeUnstageVolume: staging_target_path is REQUIRED. The level
     rests on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     When the harness calls NodeUnstageVolume without a staging target path
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-UNSTAGE-IDEMPOTENT @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume
+  @CSI-NODE-UNSTAGE-IDEMPOTENT @must @requires-node-STAGE_UNSTAGE_VOLUME @requires-volume @reads-shared-volume
   Scenario: NodeUnstageVolume of a volume that is not staged succeeds
     OK, or NOT_FOUND, which Nomad takes as done.
 
@@ -115,7 +115,7 @@ Feature: node
     unmount on any other error, which client/allocrunner/csi_hook.go (unmountWithRetry) retries
     for up to 24 hours.
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     When the harness unstages the volume
     Then the call succeeds or fails with NOT_FOUND
 
@@ -260,13 +260,13 @@ Feature: node
     When the harness calls NodeUnpublishVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-UNPUBLISH-NO-TARGET @must @requires-volume
+  @CSI-NODE-UNPUBLISH-NO-TARGET @must @requires-volume @reads-shared-volume
   Scenario: NodeUnpublishVolume without a target path is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, NodeUnpublishVolume: target_path is REQUIRED. The level rests
     on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     When the harness calls NodeUnpublishVolume without a target path
     Then the call fails with INVALID_ARGUMENT
 
@@ -290,7 +290,7 @@ Feature: node
     And the target path is no longer mounted
     And the target path is gone
 
-  @CSI-NODE-UNPUBLISH-IDEMPOTENT @must @requires-volume
+  @CSI-NODE-UNPUBLISH-IDEMPOTENT @must @requires-volume @reads-shared-volume
   Scenario: NodeUnpublishVolume of a target that is not published succeeds
     NodeUnpublishVolume MUST be idempotent: Nomad calls it again after any failure. OK, or
     NOT_FOUND (a node plugin that keeps no record of the volume cannot tell it from one that does
@@ -301,7 +301,7 @@ Feature: node
     error fails the unmount, which client/allocrunner/csi_hook.go (unmountWithRetry) retries for up
     to 24 hours.
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     When the harness unpublishes the volume for an allocation
     Then the call succeeds or fails with NOT_FOUND
 
@@ -314,16 +314,13 @@ Feature: node
     When the harness calls NodeGetVolumeStats without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-NODE-STATS-NO-PATH @must @requires-node-GET_VOLUME_STATS @requires-volume
+  @CSI-NODE-STATS-NO-PATH @must @requires-node-GET_VOLUME_STATS @requires-volume @reads-shared-publication
   Scenario: NodeGetVolumeStats without a volume path is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, NodeGetVolumeStats: volume_path is REQUIRED. The level rests
     on the spec alone: Nomad never calls NodeGetVolumeStats.
 
-    Given the plugin has created a volume
-    And the volume is published to the node
-    And the volume is staged for the node
-    And the plugin has published the volume for an allocation
+    Given a volume published for an allocation, shared by the clauses that only read it
     When the harness calls NodeGetVolumeStats without a volume path
     Then the call fails with INVALID_ARGUMENT
 
@@ -336,7 +333,7 @@ Feature: node
     When the harness asks for the stats of a volume that does not exist
     Then the call fails with NOT_FOUND
 
-  @CSI-NODE-STATS-WRONG-PATH @must @requires-node-GET_VOLUME_STATS @requires-volume
+  @CSI-NODE-STATS-WRONG-PATH @must @requires-node-GET_VOLUME_STATS @requires-volume @reads-shared-publication
   Scenario: NodeGetVolumeStats of a volume at a path where it is not published is refused
     The volume exists and is published, but not at the path asked about: NOT_FOUND, not the
     usage of whatever lives at that path.
@@ -345,24 +342,18 @@ Feature: node
     volume_path MUST get NOT_FOUND, even when it is published elsewhere. The level rests on the spec
     alone: Nomad never calls NodeGetVolumeStats.
 
-    Given the plugin has created a volume
-    And the volume is published to the node
-    And the volume is staged for the node
-    And the plugin has published the volume for an allocation
+    Given a volume published for an allocation, shared by the clauses that only read it
     When the harness asks for the stats of the volume at a path where it is not published
     Then the call fails with NOT_FOUND
 
-  @CSI-NODE-STATS @must @requires-node-GET_VOLUME_STATS @requires-volume
+  @CSI-NODE-STATS @must @requires-node-GET_VOLUME_STATS @requires-volume @reads-shared-publication
   Scenario: NodeGetVolumeStats reports usage of a published volume
     Basis: CSI spec v1.12, NodeGetVolumeStats: a plugin with GET_VOLUME_STATS MUST implement it;
     usage is OPTIONAL, but in each VolumeUsage total and unit are REQUIRED and available, total and
     used MUST NOT be negative. The level rests on the spec alone: Nomad never calls
     NodeGetVolumeStats.
 
-    Given the plugin has created a volume
-    And the volume is published to the node
-    And the volume is staged for the node
-    And the plugin has published the volume for an allocation
+    Given a volume published for an allocation, shared by the clauses that only read it
     When the harness asks for the stats of the volume at its target path
     Then the call succeeds
     And every usage entry has a unit and a total, and nothing negative

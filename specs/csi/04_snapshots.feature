@@ -6,13 +6,13 @@ Feature: snapshots
   Background:
     Given Nomad has found the plugin ready
 
-  @CSI-SNAPSHOT-CREATE-NO-NAME @must @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
+  @CSI-SNAPSHOT-CREATE-NO-NAME @must @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME @reads-shared-volume
   Scenario: CreateSnapshot without a name is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, CreateSnapshot: name is REQUIRED. The level rests on the spec
     alone: Nomad never sends such a request (it fills or checks the field itself).
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     When the harness calls CreateSnapshot without a name
     Then the call fails with INVALID_ARGUMENT
 

@@ -18,13 +18,13 @@ Feature: expansion
     When the harness calls ControllerExpandVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-EXPAND-CONTROLLER-NO-CAPACITY @must @requires-EXPAND_VOLUME @requires-CREATE_DELETE_VOLUME
+  @CSI-EXPAND-CONTROLLER-NO-CAPACITY @must @requires-EXPAND_VOLUME @requires-CREATE_DELETE_VOLUME @reads-shared-volume
   Scenario: ControllerExpandVolume without a capacity range is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, ControllerExpandVolume: capacity_range is REQUIRED. The level
     rests on the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     When the harness calls ControllerExpandVolume without a capacity range
     Then the call fails with INVALID_ARGUMENT
 
@@ -78,16 +78,13 @@ Feature: expansion
     When the harness calls NodeExpandVolume without a volume ID
     Then the call fails with INVALID_ARGUMENT
 
-  @CSI-EXPAND-NODE-NO-PATH @must @requires-node-EXPAND_VOLUME @requires-volume
+  @CSI-EXPAND-NODE-NO-PATH @must @requires-node-EXPAND_VOLUME @requires-volume @reads-shared-publication
   Scenario: NodeExpandVolume without a volume path is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, NodeExpandVolume: volume_path is REQUIRED. The level rests on
     the spec alone: Nomad never sends such a request (it fills or checks the field itself).
 
-    Given the plugin has created a volume
-    And the volume is published to the node
-    And the volume is staged for the node
-    And the plugin has published the volume for an allocation
+    Given a volume published for an allocation, shared by the clauses that only read it
     When the harness calls NodeExpandVolume without a volume path
     Then the call fails with INVALID_ARGUMENT
 

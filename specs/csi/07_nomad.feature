@@ -221,7 +221,7 @@ Feature: nomad
     When Nomad releases the volume for the read-only allocation
     Then the first allocation can still write to the volume
 
-  @CSI-NOMAD-TOPOLOGY @must @requires-node @requires-CREATE_DELETE_VOLUME
+  @CSI-NOMAD-TOPOLOGY @must @requires-node @requires-CREATE_DELETE_VOLUME @reads-shared-volume
   Scenario: a created volume is reachable from the node by its topology
     If CreateVolume answers an accessible_topology, Nomad's scheduler places a claim of the
     volume only on a node whose NodeGetInfo accessible_topology has every segment of one of those
@@ -238,7 +238,7 @@ Feature: nomad
     accessibility_requirements; CSI spec v1.12, CreateVolume: accessible_topology says where the
     volume can be reached from.
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     Then the volume's topology, if it reports one, is reachable from the node's topology
 
   @CSI-NOMAD-DELETE-IN-USE @must @requires-node @requires-CREATE_DELETE_VOLUME @requires-PUBLISH_UNPUBLISH_VOLUME

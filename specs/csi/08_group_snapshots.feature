@@ -15,13 +15,13 @@ Feature: group snapshots
     When the harness calls GroupControllerGetCapabilities
     Then the call succeeds
 
-  @CSI-GROUP-CREATE-NO-NAME @must @requires-group-CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT @requires-CREATE_DELETE_VOLUME
+  @CSI-GROUP-CREATE-NO-NAME @must @requires-group-CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT @requires-CREATE_DELETE_VOLUME @reads-shared-volume
   Scenario: CreateVolumeGroupSnapshot without a name is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
     INVALID_ARGUMENT; CSI spec v1.12, CreateVolumeGroupSnapshot: name is REQUIRED. The level rests
     on the spec alone: Nomad never calls the GroupController service.
 
-    Given the plugin has created a volume
+    Given a volume, shared by the clauses that only read it
     When the harness calls CreateVolumeGroupSnapshot without a name
     Then the call fails with INVALID_ARGUMENT
 

@@ -24,6 +24,7 @@ use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
 use crate::shell::quote;
 use crate::steps::csi::budget::AttachmentBudget;
 use crate::steps::csi::ready::Readiness;
+use crate::steps::csi::shared::Shares;
 use crate::steps::csi::{CsiConfig, CsiWorld, volumes};
 use crate::world::RunCtx;
 
@@ -260,6 +261,7 @@ impl Suite for CsiSuite<'_> {
                 mutable_parameters,
                 idempotency_count: opts.idempotency_count,
                 mount_dir: opts.mount_dir.clone(),
+                shares: Shares::for_selection(clauses, selection),
             },
             subject,
             about,
@@ -269,6 +271,20 @@ impl Suite for CsiSuite<'_> {
     }
 
     async fn finish(&self, run: &RunCtx<CsiConfig>) {
+        // What the readers share, if the last of them never got to undo it (an interrupted
+        // run), while a launched plugin still runs to answer; a second interrupt stops waiting.
+        let interrupts = crate::run::Interrupts::get();
+        tokio::select! {
+            outcome = run.config.shares.undo() => {
+                for l in outcome.leaked {
+                    eprintln!(
+                        "warning: {}",
+                        crate::secrets::redact(&format!("the shared volumes' cleanup left: {l}"))
+                    );
+                }
+            }
+            _ = interrupts.at_least(2) => {}
+        }
         if let Some(l) = &run.config.launcher {
             l.stop().await;
             for p in l.escaped() {

@@ -56,4 +56,6 @@ pub struct CsiConfig {
     /// Where Nomad's staging and per-allocation directories are made (stage_publish_base_dir);
     /// `None`: in each clause's scratch directory.
     pub mount_dir: Option<PathBuf>,
+    /// The volumes the clauses that only read one share (shared.rs).
+    pub shares: super::shared::Shares,
 }

@@ -22,7 +22,7 @@ async fn get_capabilities(w: &mut CsiWorld) {
 }
 
 #[given("the plugin has created a volume")]
-async fn created_volume(w: &mut CsiWorld) -> StepResult {
+pub(super) async fn created_volume(w: &mut CsiWorld) -> StepResult {
     w.must_create_volume(Mode::SingleNodeWriter)
         .await
         .map(|_| ())

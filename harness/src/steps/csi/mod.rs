@@ -17,6 +17,7 @@ mod node;
 mod nomad;
 pub mod ready;
 mod requests;
+pub mod shared;
 mod snapshots;
 pub mod volumes;
 
@@ -147,6 +148,11 @@ pub struct CsiWorld {
     /// The size the clause's ControllerExpandVolume asked for: twice the volume's, or less
     /// when the plugin refused that as OUT_OF_RANGE (expansion.rs, grow).
     expanded_to: Option<i64>,
+    /// This clause's hold on the shared publication, when it reads it (shared.rs).
+    reader: Option<shared::Reader>,
+    /// Nomad's base directory of the shared publication, once this clause reads it: its staging
+    /// and allocation paths are there.
+    shared_base: Option<PathBuf>,
 }
 
 impl SuiteWorld for CsiWorld {
@@ -172,6 +178,7 @@ impl SuiteWorld for CsiWorld {
     fn prepare(&mut self) -> futures::future::LocalBoxFuture<'_, ()> {
         Box::pin(async move {
             use budget::Declared;
+            self.join_readers();
             let declared = Declared::from_tags(&self.ctx().clause.tags);
             let n = match (declared, &self.config().attachments) {
                 (_, None) | (Declared::Lazy, _) => return,
@@ -526,8 +533,21 @@ impl CsiWorld {
         let rpc = self
             .create_sized(|w| requests::create_volume(w, &name, mode), mode)
             .await;
-        if rpc.ok() && self.vols.last().is_some_and(|v| v.name == name) {
-            return Ok(self.vols.len() - 1);
+        if rpc.ok()
+            && let Some(v) = self.vols.last().filter(|v| v.name == name)
+        {
+            if !v.id.is_empty() {
+                return Ok(self.vols.len() - 1);
+            }
+            // A volume with no ID cannot be named in any later call: a clause that went on
+            // would judge refusals of an empty volume_id, not what it asks about. CreateVolume's
+            // own clause judges the answer.
+            return Err(self.precondition(
+                "CSI-CONTROLLER-CREATE",
+                "CreateVolume returns a volume with a volume_id",
+                "the volume's volume_id is empty",
+                &[&rpc],
+            ));
         }
         if rpc.code == tonic::Code::InvalidArgument && mode != Mode::SingleNodeWriter {
             return Err(self.ctx().skip(format!(
@@ -853,6 +873,9 @@ impl CsiWorld {
 
     /// stage_publish_base_dir: where Nomad makes staging and per-allocation directories.
     pub fn mount_base(&self) -> PathBuf {
+        if let Some(base) = &self.shared_base {
+            return base.clone();
+        }
         match &self.config().mount_dir {
             Some(d) => d.join(format!(
                 "{}-{}",

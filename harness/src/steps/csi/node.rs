@@ -109,7 +109,7 @@ pub fn context(w: &CsiWorld) -> HashMap<String, String> {
 }
 
 #[given("the volume is published to the node")]
-async fn published_to_node(w: &mut CsiWorld) -> StepResult {
+pub(super) async fn published_to_node(w: &mut CsiWorld) -> StepResult {
     publish_to_node(w, false).await
 }
 
@@ -170,7 +170,7 @@ async fn has_staged(w: &mut CsiWorld) -> StepResult {
 }
 
 #[given("the volume is staged for the node")]
-async fn staged_for_node(w: &mut CsiWorld) -> StepResult {
+pub(super) async fn staged_for_node(w: &mut CsiWorld) -> StepResult {
     if !w.stages() {
         return Ok(());
     }
@@ -270,7 +270,7 @@ async fn publishes_readonly(w: &mut CsiWorld) -> StepResult {
 }
 
 #[given("the plugin has published the volume for an allocation")]
-async fn has_published_for_alloc(w: &mut CsiWorld) -> StepResult {
+pub(super) async fn has_published_for_alloc(w: &mut CsiWorld) -> StepResult {
     let (rpc, alloc) = publish_for_alloc(w, 0, false, true).await?;
     if !rpc.ok() {
         return Err(w.precondition(
