@@ -143,7 +143,17 @@ impl Resource for ScratchDir {
     }
 
     fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
-        blocking(move || remove_scratch(&self.path))
+        blocking(move || {
+            let (mut outcome, removable) = clear_scratch(&self.path);
+            if removable && let Err(e) = crate::background_removal::remove_later(&self.path) {
+                outcome.notes.push(format!(
+                    "harness: could not set {} aside for removal ({e}); removed it at once",
+                    self.path.display()
+                ));
+                outcome.absorb(remove_dir(&self.path));
+            }
+            outcome
+        })
     }
 }
 
@@ -162,6 +172,16 @@ fn blocking(
 /// then remove it. Removal never follows symlinks and is refused if a mount could not be
 /// detached.
 pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
+    let (mut outcome, removable) = clear_scratch(dir);
+    if removable {
+        outcome.absorb(remove_dir(dir));
+    }
+    outcome
+}
+
+/// Unmount what is still mounted under `dir` and detach loop devices on its files, each one
+/// reported as leaked. False when a mount could not be undone: then `dir` must stay.
+fn clear_scratch(dir: &Path) -> (TeardownOutcome, bool) {
     let mut outcome = TeardownOutcome::default();
     let mounts = mounts_under(dir);
     for m in &mounts {
@@ -178,7 +198,7 @@ pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
     }
     // The mount table is read again only when something had to be unmounted.
     if !mounts.is_empty() && !mounts_under(dir).is_empty() {
-        return outcome;
+        return (outcome, false);
     }
     // Loop devices on images in the directory (a plugin's state kept there) would pin the
     // images' space after removal; the directory is the harness's, so they go with it.
@@ -202,6 +222,11 @@ pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
                 Err(e) => format!("{attached} is still attached (detaching failed: {e})"),
             });
     }
+    (outcome, true)
+}
+
+fn remove_dir(dir: &Path) -> TeardownOutcome {
+    let mut outcome = TeardownOutcome::default();
     match std::fs::remove_dir_all(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

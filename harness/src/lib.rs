@@ -5,6 +5,7 @@
 //! `nomad-conform-reports` crate render the record.
 
 pub mod app;
+pub mod background_removal;
 pub mod clauses;
 pub mod cli;
 pub mod config;

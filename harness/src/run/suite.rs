@@ -231,6 +231,10 @@ async fn end_of_run(scratch: &std::path::Path) -> Vec<String> {
         eprintln!("warning: {}", crate::secrets::redact(&line));
         survivors.push(line);
     }
+    // The clauses' directories set aside for removal first: they are inside this one.
+    for failed in crate::background_removal::wait() {
+        eprintln!("{}", crate::secrets::redact(&format!("warning: {failed}")));
+    }
     let cleanup = crate::ledger::remove_scratch(scratch);
     for leak in &cleanup.leaked {
         eprintln!("{}", crate::secrets::redact(&format!("warning: {leak}")));

@@ -124,7 +124,7 @@ impl Shares {
 /// What the readers get: the volume, the allocation it is published for, and how it came
 /// about.
 #[derive(Clone, Debug)]
-struct Published {
+struct Made {
     /// Nomad's base directory it was staged and published under.
     base: std::path::PathBuf,
     vol: Vol,
@@ -135,7 +135,7 @@ struct Published {
     events: Vec<OpEvent>,
 }
 
-/// Why there is no shared publication: the failure text of the step that failed, and its hint
+/// Why there is no shared volume: the failure text of the step that failed, and its hint
 /// (Blocked by the clause that judges the call, Skip, ...).
 #[derive(Clone, Debug)]
 struct Refused {
@@ -149,7 +149,7 @@ pub struct Shared {
     sharing: Sharing,
     /// Readers the run selected that have not finished.
     readers_left: AtomicUsize,
-    made: OnceCell<Result<Published, Refused>>,
+    made: OnceCell<Result<Made, Refused>>,
     /// Readers take turns.
     turn: Arc<tokio::sync::Mutex<()>>,
     /// What making it made, undone after the last reader.
@@ -164,7 +164,7 @@ impl Shared {
         &self,
         run: Arc<RunCtx<CsiConfig>>,
         template: &crate::clauses::Clause,
-    ) -> Result<Published, Refused> {
+    ) -> Result<Made, Refused> {
         let name = self.sharing.name();
         let ctx = ScenarioCtx::shared(run, name, template, self.log.clone(), self.ledger.clone());
         let mut w = CsiWorld::default();
@@ -183,7 +183,7 @@ impl Shared {
         let base = w.mount_base();
         let mut log = lock(&self.log);
         match made {
-            Ok(vol) => Ok(Published {
+            Ok(vol) => Ok(Made {
                 base,
                 vol,
                 alloc: w.allocs.first().cloned(),
