@@ -41,15 +41,27 @@ impl Drop for Running {
 }
 
 fn start_plugin(dir: &std::path::Path) -> (Running, PathBuf) {
+    start_plugin_logging(dir, None)
+}
+
+/// The plugin, its stderr (a line per call) in `log` when given.
+fn start_plugin_logging(
+    dir: &std::path::Path,
+    log: Option<&std::path::Path>,
+) -> (Running, PathBuf) {
     let socket = dir.join("csi.sock");
     let state = dir.join("state");
     std::fs::create_dir_all(&state).unwrap();
+    let stderr = match log {
+        Some(l) => Stdio::from(std::fs::File::create(l).unwrap()),
+        None => Stdio::null(),
+    };
     let child = Command::new(csi_hostpath())
         .arg("--endpoint")
         .arg(format!("unix://{}", socket.display()))
         .args(["--node-id", "outside-node", "--state-dir"])
         .arg(&state)
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("csi-hostpath is built by `cargo test --workspace`");
     let until = Instant::now() + Duration::from_secs(10);
@@ -341,25 +353,9 @@ fn shared_volumes_are_made_once_and_undone_after_their_last_reader() {
         .prefix("ncsh")
         .tempdir_in("/tmp")
         .unwrap();
-    let socket = dir.path().join("csi.sock");
     let state = dir.path().join("state");
     let log = dir.path().join("plugin.log");
-    std::fs::create_dir_all(&state).unwrap();
-    let _plugin = Running(
-        Command::new(csi_hostpath())
-            .arg("--endpoint")
-            .arg(format!("unix://{}", socket.display()))
-            .args(["--node-id", "outside-node", "--state-dir"])
-            .arg(&state)
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("csi-hostpath is built by `cargo test --workspace`"),
-    );
-    let until = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
-        assert!(Instant::now() < until, "the plugin never made its socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (_plugin, socket) = start_plugin_logging(dir.path(), Some(&log));
     let json = dir.path().join("run.json");
     let (code, stdout, stderr) = run(&[
         "csi",
