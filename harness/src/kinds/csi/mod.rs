@@ -275,14 +275,7 @@ impl Suite for CsiSuite<'_> {
         // run), while a launched plugin still runs to answer; a second interrupt stops waiting.
         let interrupts = crate::run::Interrupts::get();
         tokio::select! {
-            outcome = run.config.shares.undo() => {
-                for l in outcome.leaked {
-                    eprintln!(
-                        "warning: {}",
-                        crate::secrets::redact(&format!("the shared volumes' cleanup left: {l}"))
-                    );
-                }
-            }
+            _ = run.config.shares.undo() => {}
             _ = interrupts.at_least(2) => {}
         }
         if let Some(l) = &run.config.launcher {

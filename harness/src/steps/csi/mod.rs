@@ -148,10 +148,10 @@ pub struct CsiWorld {
     /// The size the clause's ControllerExpandVolume asked for: twice the volume's, or less
     /// when the plugin refused that as OUT_OF_RANGE (expansion.rs, grow).
     expanded_to: Option<i64>,
-    /// This clause's hold on the shared publication, when it reads it (shared.rs).
+    /// This clause's hold on a shared volume, when it reads one (shared.rs).
     reader: Option<shared::Reader>,
-    /// Nomad's base directory of the shared publication, once this clause reads it: its staging
-    /// and allocation paths are there.
+    /// Nomad's base directory of the shared volume, once this clause reads it: its staging and
+    /// allocation paths are there.
     shared_base: Option<PathBuf>,
 }
 

@@ -113,11 +113,10 @@ impl Shares {
     }
 
     /// Undo whatever is left of them (the end of the run): the publication first, whose
-    /// attachment may be wanted.
-    pub async fn undo(&self) -> TeardownOutcome {
-        let mut outcome = self.publication.ledger.teardown().await;
-        outcome.absorb(self.volume.ledger.teardown().await);
-        outcome
+    /// attachment may be wanted. What could not be undone is warned about.
+    pub async fn undo(&self) {
+        self.publication.undo().await;
+        self.volume.undo().await;
     }
 }
 
@@ -159,6 +158,20 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Undo what making it made. What could not be undone is told (a warning, and a note for
+    /// the reader whose cleanup this is), not judged: see the module's comment.
+    async fn undo(&self) -> TeardownOutcome {
+        let outcome = self.ledger.teardown().await;
+        let mut told = TeardownOutcome::default();
+        for l in outcome.leaked {
+            let line = format!("the {}'s cleanup left: {l}", self.sharing.name());
+            eprintln!("warning: {}", crate::secrets::redact(&line));
+            told.notes.push(line);
+        }
+        told.notes.extend(outcome.notes);
+        told
+    }
+
     /// Make it, with the calls a clause of its own would make, in a world of its own.
     async fn make(
         &self,
@@ -229,17 +242,8 @@ impl Resource for Reader {
             if left != 1 {
                 return TeardownOutcome::default();
             }
-            // The last reader: undo it; what could not be undone is told, not judged (see the
-            // module's comment).
-            let outcome = self.shared.ledger.teardown().await;
-            let mut told = TeardownOutcome::default();
-            for l in outcome.leaked {
-                let line = format!("the {}'s cleanup left: {l}", self.shared.sharing.name());
-                eprintln!("warning: {}", crate::secrets::redact(&line));
-                told.notes.push(line);
-            }
-            told.notes.extend(outcome.notes);
-            told
+            // The last reader undoes it.
+            self.shared.undo().await
         })
     }
 }
