@@ -47,16 +47,25 @@ pub(crate) struct ProcStat {
 }
 
 pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The fields after the command name, which is in parentheses and may contain anything:
-    // state, ppid, pgrp, session, ...
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The fields of a /proc/PID/stat line the harness reads. Only the four fields after the
+/// command name are split off: the runner reads the stat of every process on the machine
+/// several times per clause, and the whole line has some fifty fields.
+fn parse_stat(line: &[u8]) -> Option<ProcStat> {
+    // The command name is in parentheses and may contain anything, ')' and spaces included.
+    let close = line.iter().rposition(|b| *b == b')')?;
+    let mut f = line[close + 1..]
+        .split(|b| *b == b' ')
+        .filter(|f| !f.is_empty());
+    let state = f.next()?;
+    let mut int = || -> Option<i32> { std::str::from_utf8(f.next()?).ok()?.trim().parse().ok() };
     Some(ProcStat {
-        zombie: *f.first()? == "Z",
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        session: f.get(3)?.parse().ok()?,
+        zombie: state == b"Z",
+        ppid: int()?,
+        pgrp: int()?,
+        session: int()?,
     })
 }
 
@@ -72,13 +81,14 @@ pub fn processes_in(dir: &std::path::Path) -> Vec<ProcInfo> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| *pid != me)
-        .filter(|pid| proc_stat(*pid).is_some_and(|s| !s.zombie))
+        // The links first: they rule out almost every process, and cost less than the stat.
         .filter(|pid| {
             ["cwd", "root"].iter().any(|link| {
                 std::fs::read_link(format!("/proc/{pid}/{link}"))
                     .is_ok_and(|p| p.starts_with(dir) && p != std::path::Path::new("/"))
             })
         })
+        .filter(|pid| proc_stat(*pid).is_some_and(|s| !s.zombie))
         .map(|pid| ProcInfo {
             pid,
             cmdline: cmdline(pid),
@@ -120,6 +130,19 @@ pub fn signal_bit(signal: nix::sys::signal::Signal) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_line_is_read_past_a_command_name_with_parentheses_and_spaces() {
+        let line = b"4242 (sh) -c (x) 1) Z 17 4242 99 0 -1 4194560 105 0 0 0 0 0 0 0 20 0 1 0\n";
+        let s = parse_stat(line).unwrap();
+        assert!(s.zombie);
+        assert_eq!((s.ppid, s.pgrp, s.session), (17, 4242, 99));
+        let me = proc_stat(std::process::id() as i32).unwrap();
+        assert!(!me.zombie);
+        assert_eq!(me.ppid, nix::unistd::getppid().as_raw());
+        assert_eq!(me.pgrp, nix::unistd::getpgrp().as_raw());
+        assert!(parse_stat(b"12 (no fields)").is_none());
+    }
 
     #[test]
     fn dispositions_show_a_shell_trap_and_an_ignored_signal() {

@@ -234,27 +234,33 @@ impl io::Write for JunitOut<'_, '_> {
 /// Whether quick-junit's [`XmlString`] would leave `text` as it is: it drops ANSI escape
 /// sequences and every control character but the newline (C0 and C1), and nothing else.
 fn xml_unchanged(text: &str) -> bool {
-    !text
-        .chars()
-        .any(|c| (c < ' ' && c != '\n') || ('\u{80}'..='\u{9f}').contains(&c))
+    // Byte by byte (the reports carry megabytes of transcript): a C0 control is one byte, and
+    // a C1 control (U+0080..U+009F) is encoded 0xC2 0x80..0x9F.
+    let b = text.as_bytes();
+    !(0..b.len()).any(|i| {
+        (b[i] < b' ' && b[i] != b'\n') || (b[i] == 0xC2 && b.get(i + 1).is_some_and(|n| *n <= 0x9F))
+    })
 }
 
 /// `text` escaped as quick-xml escapes text content (`<`, `>`, `&`, `'` and `"`), written piece
 /// by piece.
 fn write_escaped(out: &mut dyn io::Write, text: &str) -> io::Result<()> {
-    let mut rest = text;
-    while let Some(i) = rest.find(['<', '>', '&', '\'', '"']) {
-        out.write_all(&rest.as_bytes()[..i])?;
-        out.write_all(match rest.as_bytes()[i] {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    for (i, b) in bytes.iter().enumerate() {
+        let entity: &[u8] = match b {
             b'<' => b"&lt;",
             b'>' => b"&gt;",
             b'&' => b"&amp;",
             b'\'' => b"&apos;",
-            _ => b"&quot;",
-        })?;
-        rest = &rest[i + 1..];
+            b'"' => b"&quot;",
+            _ => continue,
+        };
+        out.write_all(&bytes[from..i])?;
+        out.write_all(entity)?;
+        from = i + 1;
     }
-    out.write_all(rest.as_bytes())
+    out.write_all(&bytes[from..])
 }
 
 /// Where the `>` closing the `<testsuites` start tag is, once it has been written.

@@ -416,7 +416,9 @@ impl Store {
 }
 
 fn write_atomically(file: &Path, state: &State) -> io::Result<()> {
-    let json = serde_json::to_vec_pretty(state).map_err(io::Error::other)?;
+    // Compact: the whole state is written on every change, and pretty-printing doubled the
+    // plugin's share of a suite's time.
+    let json = serde_json::to_vec(state).map_err(io::Error::other)?;
     let temporary = file.with_extension("json.tmp");
     let mut out = fs::File::create(&temporary)?;
     out.write_all(&json)?;

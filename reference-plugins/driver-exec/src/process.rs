@@ -136,7 +136,9 @@ impl ProcStat {
     pub fn parse(line: &str) -> Option<ProcStat> {
         let (head, tail) = line.rsplit_once(')')?;
         let pid = head.split_once(" (")?.0.trim().parse().ok()?;
-        let fields: Vec<&str> = tail.split_whitespace().collect();
+        // Up to field 24 only, split on ASCII blanks: the line has some fifty fields, and the
+        // plugin reads every process's stat each time it looks for a task's processes.
+        let fields: Vec<&str> = tail.split_ascii_whitespace().take(22).collect();
         // fields[0] is field 3 of stat(5).
         let field = |n: usize| fields.get(n - 3).copied();
         Some(ProcStat {

@@ -429,18 +429,17 @@ pub fn marked_processes(marker: &str) -> Vec<ProcInfo> {
     let want = format!("{MARKER_VAR}={marker}");
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        // The environment first (compared as bytes): it rules out almost every process.
         .filter(|pid| {
-            crate::process::proc_stat(*pid).is_some_and(|s| !s.zombie)
-                && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                    env.split(|b| *b == 0).any(|kv| {
-                        let kv = String::from_utf8_lossy(kv);
-                        if marker.ends_with('/') {
-                            kv.starts_with(&want)
-                        } else {
-                            kv == want
-                        }
-                    })
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0).any(|kv| {
+                    if marker.ends_with('/') {
+                        kv.starts_with(want.as_bytes())
+                    } else {
+                        kv == want.as_bytes()
+                    }
                 })
+            }) && crate::process::proc_stat(*pid).is_some_and(|s| !s.zombie)
         })
         .map(|pid| ProcInfo {
             pid,
