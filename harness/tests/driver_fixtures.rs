@@ -37,6 +37,7 @@ fn args(dir: &Path, expect: &Expect) -> Vec<String> {
         .iter()
         .map(|f| format!("--fault {f}"))
         .chain(expect.variants.iter().map(|v| format!("--variant {v}")))
+        .chain(expect.plugin_args.iter().cloned())
         .collect();
     if !switches.is_empty() {
         args.push("--plugin-args".into());

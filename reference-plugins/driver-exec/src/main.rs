@@ -94,6 +94,10 @@ struct Cli {
     /// Change what the contract leaves open (repeatable); see the list below
     #[arg(long = "variant", value_name = "NAME", value_parser = parse_variant)]
     variants: Vec<Variant>,
+
+    /// With the slow-start variant, how many seconds StartTask waits before it starts a task
+    #[arg(long, value_name = "N", default_value_t = start::SLOW_START_SECS)]
+    slow_start_secs: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -158,7 +162,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let plugin = Plugin::new(faults, variants, cli.state_dir);
+    let plugin = Plugin::new(
+        faults,
+        variants,
+        std::time::Duration::from_secs(cli.slow_start_secs),
+        cli.state_dir,
+    );
     let result = runtime.block_on(run(plugin));
     // Connections and streams still open end with the process, as with Go's Server.Stop.
     runtime.shutdown_background();

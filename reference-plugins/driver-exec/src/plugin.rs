@@ -21,6 +21,8 @@ pub const PLUGIN_API_VERSIONS: &[&str] = &["v0.1.0"];
 pub struct Plugin {
     pub faults: Faults,
     pub variants: Variants,
+    /// How long StartTask waits with the slow-start variant (`--slow-start-secs`).
+    pub slow_start: std::time::Duration,
     /// Where supervisors write exit status files (one directory per task).
     pub state_dir: PathBuf,
     /// The last config SetConfig accepted; the defaults until then.
@@ -34,11 +36,17 @@ pub struct Plugin {
 }
 
 impl Plugin {
-    pub fn new(faults: Faults, variants: Variants, state_dir: PathBuf) -> Arc<Plugin> {
+    pub fn new(
+        faults: Faults,
+        variants: Variants,
+        slow_start: std::time::Duration,
+        state_dir: PathBuf,
+    ) -> Arc<Plugin> {
         Arc::new(Plugin {
             events: Events::new(&faults),
             faults,
             variants,
+            slow_start,
             state_dir,
             config: RwLock::new(PluginConfig::default()),
             tasks: TaskTable::default(),

@@ -7,7 +7,7 @@
 //! invisible-tasks variant, `invisible.rs` hides the environment from the task's processes;
 //! with chroot or image, `isolation.rs` gives the task a root of its own; with dynamic-users,
 //! `users.rs` checks the task's user and cgroup; with slow-start, StartTask first waits
-//! [`SLOW_START`], as a driver pulling an image does.)
+//! [`SLOW_START_SECS`] (or `--slow-start-secs`), as a driver pulling an image does.)
 //!
 //! RecoverTask rebuilds a task from that handle after a plugin restart: if the supervisor
 //! recorded an exit, the task has exited (maybe while no plugin was running); if the
@@ -39,9 +39,10 @@ use crate::{crash, log, users};
 /// The file in a task's state directory where its supervisor records the exit.
 const STATUS_FILE: &str = "exit-status.json";
 
-/// How long StartTask waits before it starts a task with the slow-start variant: longer than
-/// the 30 s a client might expect a start to take.
-const SLOW_START: Duration = Duration::from_secs(45);
+/// How long StartTask waits before it starts a task with the slow-start variant, unless
+/// `--slow-start-secs` says otherwise: longer than the 30 s a client might expect a start to
+/// take (nomad-1.10's RPC deadline). The fixture uses 15 s, past the fast profile's 10 s.
+pub const SLOW_START_SECS: u64 = 45;
 
 pub async fn start_task(
     plugin: &Plugin,
@@ -92,7 +93,7 @@ pub async fn start_task(
     }
     // dynamic-users: a plain error, as a Go driver's fmt.Errorf reaches Nomad.
     let user = users::of_task(variants, &config).map_err(rpc::failed)?;
-    let delay = start_delay(variants);
+    let delay = start_delay(variants, plugin.slow_start);
     if !delay.is_zero() {
         log::info(
             "pulling the task's image (slow-start variant)",
@@ -286,11 +287,11 @@ pub fn recover_task(plugin: &Plugin, request: RecoverTaskRequest) -> Result<(), 
     Ok(())
 }
 
-/// How long StartTask waits before it starts the task: [`SLOW_START`] with the slow-start
+/// How long StartTask waits before it starts the task: `slow_start` with the slow-start
 /// variant (the image pull), else not at all.
-fn start_delay(variants: &Variants) -> Duration {
+fn start_delay(variants: &Variants, slow_start: Duration) -> Duration {
     if variants.has(Variant::SlowStart) {
-        SLOW_START
+        slow_start
     } else {
         Duration::ZERO
     }
@@ -406,11 +407,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slow_start_waits_at_least_45_seconds_and_only_with_the_variant() {
-        assert!(start_delay(&Variants::new([Variant::SlowStart])) >= Duration::from_secs(45));
-        assert_eq!(start_delay(&Variants::default()), Duration::ZERO);
+    fn slow_start_waits_only_with_the_variant() {
+        let slow = Duration::from_secs(SLOW_START_SECS);
+        assert!(slow >= Duration::from_secs(45));
         assert_eq!(
-            start_delay(&Variants::new([Variant::Image, Variant::DynamicUsers])),
+            start_delay(&Variants::new([Variant::SlowStart]), slow),
+            slow
+        );
+        assert_eq!(start_delay(&Variants::default(), slow), Duration::ZERO);
+        assert_eq!(
+            start_delay(
+                &Variants::new([Variant::Image, Variant::DynamicUsers]),
+                slow
+            ),
             Duration::ZERO
         );
     }
