@@ -72,8 +72,8 @@ fn fixture(name: &str) {
     let mut expect = Expect::load(&dir);
     // A fault fixture that does not name the campaign clause leaves it out: the campaign is
     // judged on the reference and every variant (which must pass it), on the faults that name
-    // it, and by the two campaign tests below. Running it in the other eleven fault fixtures
-    // cost a minute of every test run for a verdict no fixture states.
+    // it, and by the two campaign tests below. Running it in every other fault fixture cost
+    // a minute of each test run for verdicts no fixture states.
     let names_campaign = [&expect.fail, &expect.skip, &expect.blocked]
         .iter()
         .any(|l| l.iter().any(|c| c == CAMPAIGN));
