@@ -33,6 +33,7 @@ pub mod secrets;
 pub mod shell;
 pub mod sizes;
 pub mod specs;
+pub mod step_dispatch;
 pub mod steps;
 pub mod world;
 

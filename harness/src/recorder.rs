@@ -14,6 +14,7 @@ use cucumber::{Event, parser};
 use nomad_conform_reports::model::{Attachment, Case, OpEvent, StepOutcome, StepRecord, Verdict};
 
 use crate::clauses::{CaseKey, ClauseSet};
+use crate::step_dispatch::StepFault;
 
 /// How to read a failed step, set by the step before it fails.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,7 +85,8 @@ struct InFlight {
     steps: Vec<StepRecord>,
     step_started: Option<SystemTime>,
     failure: Option<String>,
-    undefined: Option<String>,
+    /// No step definition, or more than one, matched a step: the harness's fault.
+    step_fault: Option<String>,
     hook_error: Option<String>,
 }
 
@@ -96,7 +98,7 @@ impl InFlight {
             steps: Vec::new(),
             step_started: None,
             failure: None,
-            undefined: None,
+            step_fault: None,
             hook_error: None,
         }
     }
@@ -298,11 +300,8 @@ impl RunStore {
                 }
                 None => (Verdict::Fail, Some(f)),
             }
-        } else if let Some(u) = &flight.undefined {
-            (
-                Verdict::Error,
-                Some(format!("no step definition in this harness matches: {u}")),
-            )
+        } else if let Some(fault) = flight.step_fault.take() {
+            (Verdict::Error, Some(fault))
         } else {
             (Verdict::Pass, None)
         };
@@ -488,8 +487,19 @@ fn step_event<W>(flight: &mut InFlight, step: &gherkin::Step, ev: Step<W>, at: S
         }
         Step::Passed(..) => StepOutcome::Passed,
         Step::Skipped => {
-            flight.undefined = Some(format!("{} {}", step.keyword.trim(), step.value));
+            let text = format!("{} {}", step.keyword.trim(), step.value);
+            flight.step_fault = Some(StepFault::Undefined(text).to_string());
             StepOutcome::Undefined
+        }
+        Step::Failed(_, _, _, StepError::Panic(info))
+            if info.downcast_ref::<StepFault>().is_some() =>
+        {
+            let fault = info.downcast_ref::<StepFault>();
+            flight.step_fault = fault.map(ToString::to_string);
+            match fault {
+                Some(StepFault::Undefined(_)) => StepOutcome::Undefined,
+                _ => StepOutcome::Failed,
+            }
         }
         Step::Failed(_, _, _, err) => {
             flight.failure = Some(take_step_error_text(err));

@@ -109,7 +109,10 @@ pub async fn execute<W: SuiteWorld>(
 
     let before_run = run.clone();
     let selected = selection.run.clone();
-    let cucumber = W::cucumber::<&str>()
+    // Not `W::cucumber()`: that compiles every step pattern for cucumber's own lookup, which
+    // step_dispatch replaces.
+    let cucumber = cucumber::Cucumber::<W, _, &str, _, _, _>::new()
+        .steps(crate::step_dispatch::collection::<W>())
         .with_parser(Preparsed)
         .with_writer(crate::recorder::Recorder {
             store: store.clone(),

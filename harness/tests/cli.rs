@@ -305,3 +305,48 @@ fn readme_lists_every_clause_with_its_level() {
         missing.join("\n")
     );
 }
+
+/// A step no definition matches is the harness's fault: the clause is an Error that names the
+/// step, and the other clauses of the run are judged as usual.
+#[test]
+fn a_step_without_a_definition_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("x.feature"),
+        "Feature: f\n\
+         \n  @DHV-T-UNDEFINED @must\n  Scenario: undefined\n    When Nomad fingerprints the plugin\n    Then the plugin sings\n\
+         \n  @DHV-T-DEFINED @must\n  Scenario: defined\n    When Nomad fingerprints the plugin\n    Then the plugin exits with status 0\n",
+    )
+    .unwrap();
+    let json = dir.path().join("r.json");
+    let p = mkdir_plugin();
+    let out = bin()
+        .args(["-q", "dhv", p.to_str().unwrap(), "--specs"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let case = |id: &str| {
+        record["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["clause"] == id)
+            .unwrap_or_else(|| panic!("no case {id} in {record}"))
+            .clone()
+    };
+    let undefined = case("DHV-T-UNDEFINED");
+    assert_eq!(undefined["verdict"], "error", "{undefined}");
+    assert_eq!(
+        undefined["reason"],
+        "no step definition in this harness matches: Then the plugin sings"
+    );
+    let steps = undefined["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["outcome"], "passed", "{undefined}");
+    assert_eq!(steps[1]["outcome"], "undefined", "{undefined}");
+    assert_eq!(case("DHV-T-DEFINED")["verdict"], "pass");
+}
