@@ -173,6 +173,58 @@ fn no_stray_verdict_does_not_depend_on_jobs() {
     }
 }
 
+/// Fingerprint still gets a private /tmp, and what it writes there is still seen, when /tmp is
+/// a tmpfs (as on many distributions) and when the run's directory is on a mount of its own
+/// under /tmp (a TMPDIR on a tmpfs): the stand-in once let go of the mount its own private
+/// directory was on, and the clause passed with a note. Each case in a mount namespace of its
+/// own, so nothing outside it sees the mounts.
+#[test]
+fn fingerprint_gets_a_private_tmp_whatever_tmp_is_mounted_on() {
+    if !support::needs_root("mount namespaces with a tmpfs over /tmp") {
+        return;
+    }
+    let dir = root().join("fixtures/dhv/fingerprint-writes-tmp");
+    let out = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let setups = [
+        (
+            "/tmp a tmpfs",
+            "mount -t tmpfs t /tmp && export TMPDIR=/tmp",
+        ),
+        (
+            "TMPDIR a tmpfs under /tmp",
+            "mount -t tmpfs t /tmp && mkdir /tmp/nomad-conform-own && \
+             mount -t tmpfs t2 /tmp/nomad-conform-own && export TMPDIR=/tmp/nomad-conform-own",
+        ),
+    ];
+    for (i, (what, setup)) in setups.iter().enumerate() {
+        let json = out.path().join(format!("run{i}.json"));
+        let script = format!(
+            "{setup} && exec \"$0\" -q dhv ./plugin --tags @DHV-FINGERPRINT-NO-SIDE-EFFECTS --seed 7 --json \"$1\""
+        );
+        let run = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script])
+            .arg(env!("CARGO_BIN_EXE_nomad-conform"))
+            .arg(&json)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
+            panic!(
+                "{what}: no record ({e}): {}",
+                String::from_utf8_lossy(&run.stderr)
+            )
+        });
+        let record: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let case = &record["cases"][0];
+        assert_eq!(case["verdict"], "fail", "{what}: {case}");
+        let reason = case["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("fixture-fingerprint.cache"),
+            "{what}: {reason}"
+        );
+    }
+}
+
 #[test]
 fn every_fixture_is_listed() {
     let listed: std::collections::BTreeSet<String> = LISTED.iter().map(|s| s.to_string()).collect();

@@ -328,7 +328,16 @@ fn private_tmp(dir: &Path, keep: &[PathBuf]) -> (bool, String) {
             }
         }
     };
-    release_copied_mounts(keep);
+    // The private directory and the working directory are usually in the harness's run
+    // directory, which may itself be on a mount under /tmp (a TMPDIR on a tmpfs of its own):
+    // the mounts they live on stay, hidden under the private /tmp like the rest of the old one.
+    let needed: Vec<PathBuf> = keep
+        .iter()
+        .cloned()
+        .chain(std::iter::once(dir.to_path_buf()))
+        .chain(std::env::current_dir().ok())
+        .collect();
+    release_copied_mounts(&needed);
     if let Err(e) = mount(
         Some(dir),
         "/tmp",
@@ -388,7 +397,8 @@ fn private_tmp(dir: &Path, keep: &[PathBuf]) -> (bool, String) {
 /// holds its filesystem alive: a loop-mounted volume that a concurrent clause unmounts on the
 /// host would keep its loop device attached until this namespace ends, and that clause would
 /// see a leak that is ours. The copies are hidden under the private /tmp anyway; only those on
-/// the way to (or inside) a kept tree stay, as the kept trees are mounted back from them.
+/// the way to (or inside) a path of `keep` stay: the kept trees are mounted back from them, and
+/// the private directory and the working directory must stay reachable.
 fn release_copied_mounts(keep: &[PathBuf]) {
     let kept = |m: &Path| keep.iter().any(|k| k.starts_with(m) || m.starts_with(k));
     for m in crate::ledger::mounts_under(Path::new("/tmp")) {
