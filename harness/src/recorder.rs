@@ -429,6 +429,14 @@ pub fn panic_text(info: &event::Info) -> String {
     }
 }
 
+/// The [`StepFault`] a step failed with, when no single definition could run it.
+fn step_fault(err: &StepError) -> Option<&StepFault> {
+    match err {
+        StepError::Panic(info) => info.downcast_ref::<StepFault>(),
+        _ => None,
+    }
+}
+
 /// The cucumber writer that feeds the store.
 #[derive(Clone, Debug)]
 pub struct Recorder {
@@ -491,20 +499,20 @@ fn step_event<W>(flight: &mut InFlight, step: &gherkin::Step, ev: Step<W>, at: S
             flight.step_fault = Some(StepFault::Undefined(text).to_string());
             StepOutcome::Undefined
         }
-        Step::Failed(_, _, _, StepError::Panic(info))
-            if info.downcast_ref::<StepFault>().is_some() =>
-        {
-            let fault = info.downcast_ref::<StepFault>();
-            flight.step_fault = fault.map(ToString::to_string);
-            match fault {
-                Some(StepFault::Undefined(_)) => StepOutcome::Undefined,
-                _ => StepOutcome::Failed,
+        Step::Failed(_, _, _, err) => match step_fault(&err) {
+            // No single definition for the step: the harness's fault, not a failed check.
+            Some(fault) => {
+                flight.step_fault = Some(fault.to_string());
+                match fault {
+                    StepFault::Undefined(_) => StepOutcome::Undefined,
+                    StepFault::Ambiguous(..) => StepOutcome::Failed,
+                }
             }
-        }
-        Step::Failed(_, _, _, err) => {
-            flight.failure = Some(take_step_error_text(err));
-            StepOutcome::Failed
-        }
+            None => {
+                flight.failure = Some(take_step_error_text(err));
+                StepOutcome::Failed
+            }
+        },
     };
     let started = flight.step_started.take().unwrap_or(at);
     flight.steps.push(StepRecord {
