@@ -291,3 +291,34 @@ fn campaign_verdict_does_not_depend_on_the_seed() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
+
+/// A client named by a relative path is found from the directory nomad-conform runs in, though
+/// the client itself runs in its task directory (it ended every clause in "No such file").
+#[test]
+fn a_client_named_by_a_relative_path_is_found_from_the_invoking_directory() {
+    let bin = lock_sidecar();
+    let dir = bin.parent().unwrap().parent().unwrap();
+    let relative = bin.strip_prefix(dir).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("run.json");
+    let client = format!("{} {CLIENT_FLAGS} -- {{protected}}", relative.display());
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .current_dir(dir)
+        .args([
+            "lock",
+            "--client",
+            &client,
+            "--give-up",
+            "2s",
+            "--profile",
+            "fast",
+        ])
+        .args(["--tags", "@LOCK-EXIT-STATUS", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(record["cases"][0]["verdict"], "pass", "{record}");
+}

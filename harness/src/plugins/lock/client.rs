@@ -293,6 +293,20 @@ struct Spawned {
     readers: [JoinHandle<()>; 2],
 }
 
+/// A program named by a relative path with a directory in it (`target/debug/client`) is found
+/// from the directory nomad-conform was started in, as the shell that typed it would find it:
+/// the task itself runs in its own task directory, where that path names nothing. A bare name
+/// is looked up on PATH, an absolute path is left alone.
+fn from_invoking_dir(program: &str) -> PathBuf {
+    let path = Path::new(program);
+    if path.is_relative() && program.contains('/') {
+        if let Ok(cwd) = std::env::current_dir() {
+            return cwd.join(path);
+        }
+    }
+    path.to_path_buf()
+}
+
 fn spawn_task(
     role: &'static str,
     argv: Vec<String>,
@@ -304,7 +318,7 @@ fn spawn_task(
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty command"))?;
-    let mut cmd = Command::new(program);
+    let mut cmd = Command::new(from_invoking_dir(program));
     cmd.args(args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
