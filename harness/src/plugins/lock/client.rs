@@ -299,10 +299,11 @@ struct Spawned {
 /// is looked up on PATH, an absolute path is left alone.
 fn from_invoking_dir(program: &str) -> PathBuf {
     let path = Path::new(program);
-    if path.is_relative() && program.contains('/') {
-        if let Ok(cwd) = std::env::current_dir() {
-            return cwd.join(path);
-        }
+    if path.is_relative()
+        && program.contains('/')
+        && let Ok(cwd) = std::env::current_dir()
+    {
+        return cwd.join(path);
     }
     path.to_path_buf()
 }
