@@ -300,22 +300,29 @@ impl State {
                 .any(|p| p.volume_id == volume_id)
     }
 
-    /// Whether any stage or publication record other than the stage at `except_staging` and
-    /// the publication at `except_target` names this loop device: then it is still in use.
+    /// Whether a stage or publication record of `volume_id`, other than the stage at
+    /// `except_staging` and the publication at `except_target`, names this loop device: then it
+    /// is still in use. Another volume's record naming the same device is stale: the kernel
+    /// gave the number to this volume's image after that volume's device was detached (a
+    /// detach finishes before its record goes, and a device the CO's cleanup detached leaves
+    /// its record behind), and counting it would leave this volume's device attached.
     pub fn loop_device_in_use(
         &self,
+        volume_id: &str,
         device: &str,
         except_staging: Option<&str>,
         except_target: Option<&str>,
     ) -> bool {
         let named = |d: &Option<String>| d.as_deref() == Some(device);
-        self.stagings
-            .iter()
-            .any(|(path, s)| Some(path.as_str()) != except_staging && named(&s.loop_device))
-            || self
-                .node_publications
-                .iter()
-                .any(|(path, p)| Some(path.as_str()) != except_target && named(&p.loop_device))
+        self.stagings.iter().any(|(path, s)| {
+            s.volume_id == volume_id
+                && Some(path.as_str()) != except_staging
+                && named(&s.loop_device)
+        }) || self.node_publications.iter().any(|(path, p)| {
+            p.volume_id == volume_id
+                && Some(path.as_str()) != except_target
+                && named(&p.loop_device)
+        })
     }
 
     /// Every loop device a record names, for any volume.
@@ -499,5 +506,34 @@ mod tests {
             })
             .expect("update");
         assert!(!dir.path().join(Store::FILE_NAME).exists());
+    }
+
+    #[test]
+    fn another_volumes_record_of_a_device_number_does_not_keep_it_in_use() {
+        let publication = |volume: &str, target: &str| NodePublication {
+            volume_id: volume.into(),
+            target_path: target.into(),
+            staging_target_path: String::new(),
+            capability: Capability {
+                access_type: AccessType::Block,
+                access_mode: AccessMode::SingleNodeReaderOnly,
+                fs_type: String::new(),
+                mount_flags: Vec::new(),
+                volume_mount_group: String::new(),
+            },
+            readonly: true,
+            loop_device: Some("/dev/loop0".into()),
+            owns_loop_device: true,
+        };
+        let mut state = State::default();
+        // Volume a's record outlived its device; the kernel gave loop0 to volume b since.
+        for (volume, target) in [("a", "/t/a"), ("b", "/t/b")] {
+            state
+                .node_publications
+                .insert(target.into(), publication(volume, target));
+        }
+        assert!(!state.loop_device_in_use("b", "/dev/loop0", None, Some("/t/b")));
+        assert!(state.loop_device_in_use("b", "/dev/loop0", None, None));
+        assert!(state.loop_device_in_use("a", "/dev/loop0", None, Some("/t/b")));
     }
 }

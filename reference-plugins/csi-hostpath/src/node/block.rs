@@ -392,7 +392,7 @@ impl NodeService {
         if plugin.faults.has(Fault::BlockKeepsDevice)
             || plugin.store.read(|s| {
                 own_device(s, &volume.id).as_deref() == Some(device)
-                    || s.loop_device_in_use(device, except_staging, except_target)
+                    || s.loop_device_in_use(&volume.id, device, except_staging, except_target)
             })
         {
             return Ok(());
