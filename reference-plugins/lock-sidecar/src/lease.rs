@@ -15,7 +15,8 @@
 //! - **A renew 409 (or 404) means the lock is lost now**: no retry, the caller stops at once.
 //! - **Acquire conflicts are retried** with exponential backoff and full jitter (base 500 ms,
 //!   doubling, capped by `--max-backoff`), never sooner than 250 ms after the previous request,
-//!   until `--give-up` has passed. A 403 or 400 is final: retrying cannot help.
+//!   until `--give-up` has passed, each request bounded by half the TTL. A 403 or 400 is
+//!   final: retrying cannot help.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -101,9 +102,19 @@ impl Timing {
     }
 }
 
-/// A third of the TTL (at least 50 ms).
+/// A third of the TTL (at least 50 ms): a renew must be answered, or given up, well before
+/// the lease it extends runs out.
 pub fn request_timeout(ttl: Duration) -> Duration {
     (ttl / 3).max(Duration::from_millis(50))
+}
+
+/// Half the TTL (at least 50 ms). Nothing runs yet while acquiring, and the lease is counted
+/// from when the request was sent, so a slow answer costs only lease time: half a TTL leaves
+/// the other half to renew in. (A third cut it fine on a busy machine: an acquire the server
+/// granted and answered late was abandoned, and the lock, held under a lock ID the client
+/// never saw, answered every retry 409 until it expired.)
+pub fn acquire_timeout(ttl: Duration) -> Duration {
+    (ttl / 2).max(Duration::from_millis(50))
 }
 
 /// Exponential backoff with full jitter and a floor.
@@ -210,7 +221,7 @@ pub async fn acquire(
     let start = Instant::now();
     let deadline = settings.give_up.map(|g| start + g);
     let mut backoff = Backoff::for_acquire(settings.max_backoff);
-    let timeout = request_timeout(if settings.ttl.is_zero() {
+    let timeout = acquire_timeout(if settings.ttl.is_zero() {
         DEFAULT_TTL
     } else {
         settings.ttl

@@ -572,6 +572,40 @@ async fn a_unix_nomad_addr_is_used() {
     assert_eq!(listeners, ["unix", "unix"], "acquire and release");
 }
 
+/// An acquire answered late, but within half the TTL, is taken: abandoning it would leave the
+/// lock held under an ID the client never saw, and every retry answered 409 until it expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_answered_within_half_the_ttl_is_taken() {
+    let _serial = serial().await;
+    let server = ScriptedServer::start(&[], Renew::OK).await;
+    server.answer_acquires_after(Duration::from_millis(400));
+    let dir = scratch();
+    let mut run = Launch::at(
+        &server.nomad_addr(),
+        dir.path(),
+        &[
+            "--path",
+            "locks/slow",
+            "--ttl",
+            "1s",
+            "--give-up",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ],
+    )
+    .spawn();
+    assert_eq!(
+        run.exit_code(Duration::from_secs(5)).await,
+        3,
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(server.seen("lock-acquire").len(), 1, "{}", run.stderr());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_renew_is_cut_off_and_the_process_stopped_before_the_lease_ends() {
     let _serial = serial().await;

@@ -4,7 +4,8 @@
 //! with `Connection: close`.
 //!
 //! - `lock-acquire` is answered 200 with lock ID [`LOCK_ID`] and the TTL the request asked for
-//!   (nothing is checked: any TTL goes, so tests may pick the one their timing needs).
+//!   (nothing is checked: any TTL goes, so tests may pick the one their timing needs), at once
+//!   or after the time [`ScriptedServer::answer_acquires_after`] sets.
 //! - The n-th `lock-renew` follows the n-th entry of the script, every later one the `then`
 //!   entry.
 //! - `lock-release` is answered 200.
@@ -60,6 +61,8 @@ struct Script {
     renews: VecDeque<Renew>,
     then: Renew,
     seen: Vec<Seen>,
+    /// How long every `lock-acquire` waits for its 200.
+    acquire_after: Duration,
 }
 
 /// A running scripted server; stops accepting when dropped.
@@ -78,6 +81,7 @@ impl ScriptedServer {
             renews: renews.iter().copied().collect(),
             then,
             seen: Vec::new(),
+            acquire_after: Duration::ZERO,
         }));
         let shared = script.clone();
         let accept = tokio::spawn(async move {
@@ -90,6 +94,11 @@ impl ScriptedServer {
             script,
             accept,
         }
+    }
+
+    /// Every `lock-acquire` from now on is answered 200 only after `after`.
+    pub fn answer_acquires_after(&self, after: Duration) {
+        self.script.lock().unwrap().acquire_after = after;
     }
 
     /// `NOMAD_ADDR` for lock-sidecar.
@@ -155,6 +164,10 @@ async fn serve(mut stream: TcpStream, script: Arc<Mutex<Script>>) {
             "other" => Renew::Answer {
                 status: 404,
                 after: Duration::ZERO,
+            },
+            "lock-acquire" => Renew::Answer {
+                status: 200,
+                after: script.acquire_after,
             },
             _ => Renew::OK,
         }
