@@ -91,11 +91,32 @@ fn not_started_text(w: &LockWorld, label: &str, within: Duration) -> String {
             fmt(within)
         )
     };
+    let seen = match granted_then_asked_again(&ops) {
+        Some(hint) => format!("{seen}; {hint}"),
+        None => seen,
+    };
     w.fail(
         "with the lock free, the client acquires it and starts the protected process",
         &seen,
         &ops.iter().rev().take(2).copied().collect::<Vec<_>>(),
     )
+}
+
+/// A client that asks again after an acquire was answered 200 did not take that answer: most
+/// likely it stopped waiting for it (an acquire timeout shorter than the answer took). The
+/// lock then stays held under the ID it never saw, and every retry meets 409 until it lapses.
+fn granted_then_asked_again(ops: &[&crate::plugins::lock::Exchange]) -> Option<String> {
+    use crate::plugins::lock::Operation;
+    let granted = ops
+        .iter()
+        .position(|e| e.operation == Operation::Acquire && e.status == Some(200))?;
+    let granted_op = ops[granted];
+    ops.get(granted + 1)
+        .filter(|e| e.operation == Operation::Acquire)?;
+    Some(format!(
+        "the client asked again after an acquire was granted (answered 200 after {} ms): it did not take that answer (an acquire timeout shorter than that?), and the lock stays held under the ID it granted until its TTL lapses (every retry meanwhile gets 409)",
+        granted_op.duration.as_millis()
+    ))
 }
 
 /// `200, 200, 409` (at most 12, then a count).
@@ -466,4 +487,31 @@ async fn well_formed(w: &mut LockWorld) -> StepResult {
     };
     w.record_scene();
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::granted_then_asked_again;
+    use crate::plugins::lock::Operation;
+    use crate::plugins::lock::exchange::tests::exchange;
+
+    #[test]
+    fn a_granted_acquire_asked_again_is_named_with_its_answer_time() {
+        let now = Instant::now();
+        let mut granted = exchange("c", Operation::Acquire, now, 200);
+        granted.duration = Duration::from_millis(410);
+        let retry = exchange("c", Operation::Acquire, now, 409);
+        let hint = granted_then_asked_again(&[&granted, &retry]).expect("a hint");
+        assert!(hint.contains("answered 200 after 410 ms"), "{hint}");
+        // Refused, then granted, then renewed: nothing to say.
+        let refused = exchange("c", Operation::Acquire, now, 409);
+        let renew = exchange("c", Operation::Renew, now, 200);
+        assert_eq!(
+            granted_then_asked_again(&[&refused, &granted, &renew]),
+            None
+        );
+        assert_eq!(granted_then_asked_again(&[&refused, &retry]), None);
+    }
 }
