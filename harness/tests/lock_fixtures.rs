@@ -181,15 +181,8 @@ fn keeps_child_campaign_draws_the_timeline() {
         "--seed".into(),
         "11".into(),
     ]);
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
-        .args(&a)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let (status, record) = run_with_record(&a, &json, None);
     assert_eq!(status.status.code(), Some(1), "{status:?}");
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let case = record["cases"]
         .as_array()
         .unwrap()
@@ -302,23 +295,36 @@ fn a_client_named_by_a_relative_path_is_found_from_the_invoking_directory() {
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("run.json");
     let client = format!("{} {CLIENT_FLAGS} -- {{protected}}", relative.display());
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
-        .current_dir(dir)
-        .args([
-            "lock",
-            "--client",
-            &client,
-            "--give-up",
-            "2s",
-            "--profile",
-            "fast",
-        ])
-        .args(["--tags", "@LOCK-EXIT-STATUS", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
+    let args = [
+        "lock",
+        "--client",
+        &client,
+        "--give-up",
+        "2s",
+        "--profile",
+        "fast",
+        "--tags",
+        "@LOCK-EXIT-STATUS",
+    ]
+    .map(String::from);
+    let (run, record) = run_with_record(&args, &json, Some(dir));
     assert_eq!(run.status.code(), Some(0), "{run:?}");
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(record["cases"][0]["verdict"], "pass", "{record}");
+}
+
+/// Runs nomad-conform with `args` and `--json json` (from `cwd` if given); its output and the
+/// run's JSON record.
+fn run_with_record(
+    args: &[String],
+    json: &std::path::Path,
+    cwd: Option<&std::path::Path>,
+) -> (std::process::Output, serde_json::Value) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"));
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    let output = command.args(args).arg("--json").arg(json).output().unwrap();
+    let text = std::fs::read_to_string(json)
+        .unwrap_or_else(|e| panic!("no JSON record ({e}): {output:?}"));
+    (output, serde_json::from_str(&text).unwrap())
 }
