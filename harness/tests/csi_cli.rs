@@ -408,3 +408,53 @@ fn shared_volumes_are_made_once_and_undone_after_their_last_reader() {
         .unwrap_or_default();
     assert!(left.is_empty(), "volumes left in the plugin: {left:?}");
 }
+
+#[test]
+fn a_restarted_plugins_probe_is_recorded_once() {
+    if !needs_root("the CSI restart test (bind mounts)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let launch = format!(
+        "{} --endpoint {{endpoint}} --node-id n1 --state-dir {{state_dir}}",
+        csi_hostpath().display()
+    );
+    let json = dir.path().join("run.json");
+    let (code, stdout, stderr) = run(&[
+        "csi",
+        "--launch",
+        &launch,
+        "--tags",
+        "@CSI-NOMAD-RESTART",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let case = record["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["clause"] == "CSI-NOMAD-RESTART")
+        .unwrap();
+    assert_eq!(case["verdict"], "pass", "{case}");
+    let events = case["events"].as_array().unwrap();
+    let probes: Vec<_> = events
+        .iter()
+        .filter(|e| e["operation"] == "Probe")
+        .collect();
+    assert!(!probes.is_empty(), "{case}");
+    // One call is one event: the first and the last probe are the same call when there was one.
+    let mut seen = std::collections::HashSet::new();
+    for e in events {
+        assert!(
+            seen.insert((
+                e["operation"].to_string(),
+                e["started_ms"].to_string(),
+                e["duration_ms"].to_string()
+            )),
+            "recorded twice: {e}"
+        );
+    }
+}
