@@ -118,6 +118,7 @@ fixtures! {
     sidecar_keeps_child => "sidecar-keeps-child",
     starts_before_acquire => "starts-before-acquire",
     ttl_as_number => "ttl-as-number",
+    variant_bearer_token => "variant-bearer-token",
     variant_exit_1 => "variant-exit-1",
     variant_exit_on_conflict => "variant-exit-on-conflict",
     variant_release_until_freed => "variant-release-until-freed",

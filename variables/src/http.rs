@@ -221,8 +221,8 @@ impl Query {
     }
 }
 
-/// `parseToken`: `X-Nomad-Token`, else `Authorization: Bearer <token>`.
-fn parse_token(headers: &HeaderMap) -> String {
+/// `parseToken`: `X-Nomad-Token`, else `Authorization: Bearer <token>`; empty when neither.
+pub fn parse_token(headers: &HeaderMap) -> String {
     let text = |name: &str| {
         headers
             .get(name)

@@ -52,6 +52,7 @@ pub use error::Error;
 pub use faults::{Fault, Faults};
 pub use godur::{format as format_go_duration, parse as parse_go_duration};
 pub use history::{LockEvent, LockEventKind, RequestRecord};
+pub use http::parse_token as request_token;
 pub use locks::TimerInfo;
 pub use profile::Profile;
 pub use server::{Listen, ServerConfig, ServerHandle, VariablesServer};

@@ -1,7 +1,7 @@
 //! The three HTTP calls of a lock client: `lock-acquire`, `lock-renew`, `lock-release`.
 //!
 //! Wire facts (contract B.2, D): `PUT /v1/var/<path>?lock-<op>&namespace=<ns>`, token in
-//! `X-Nomad-Token`, a Variable-shaped JSON body, never `cas`. Acquire sends the TTL and lock
+//! `X-Nomad-Token` (variant bearer-token: `Authorization: Bearer`), a Variable-shaped JSON body, never `cas`. Acquire sends the TTL and lock
 //! delay as Go duration strings and no `Items` (which would replace the variable's items);
 //! renew and release send only the lock ID; release must carry **no** `Items` key at all (even
 //! `{}` is a 400). Renew ignores the body namespace on the server, so the namespace always
@@ -104,6 +104,8 @@ pub struct Api {
     ttl_as_number: bool,
     /// Whether requests are bounded by the caller's timeout (not with fault no-request-timeout).
     timeouts: bool,
+    /// Variant bearer-token: the token goes in `Authorization: Bearer` instead.
+    bearer: bool,
     /// The requests in flight, shared by every clone.
     in_flight: InFlight,
 }
@@ -118,6 +120,7 @@ impl Api {
             path: path.to_string(),
             ttl_as_number: false,
             timeouts: true,
+            bearer: false,
             in_flight: InFlight::default(),
         }
     }
@@ -130,6 +133,7 @@ impl Api {
         }
         self.ttl_as_number = switches.fault(Fault::TtlAsNumber);
         self.timeouts = !switches.fault(Fault::NoRequestTimeout);
+        self.bearer = switches.variant(crate::faults::Variant::BearerToken);
         self
     }
 
@@ -197,8 +201,12 @@ impl Api {
             .uri(self.uri(op))
             .header(HOST, self.endpoint.authority())
             .header(CONTENT_TYPE, "application/json");
-        if let Some(token) = &self.token {
-            request = request.header("X-Nomad-Token", token);
+        match &self.token {
+            Some(token) if self.bearer => {
+                request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+            }
+            Some(token) => request = request.header("X-Nomad-Token", token),
+            None => {}
         }
         let request = request.body(Full::new(Bytes::from(body.to_string())))?;
         let exchange = async {

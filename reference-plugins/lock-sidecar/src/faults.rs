@@ -94,6 +94,9 @@ pub enum Variant {
     /// Keeps the protected process in lock-sidecar's own process group instead of one of its
     /// own, as a Go `exec.Cmd` does: a SIGKILL of lock-sidecar's group takes it too.
     SameGroup,
+    /// Sends the token as `Authorization: Bearer <token>` instead of `X-Nomad-Token` (Nomad's
+    /// HTTP API reads either).
+    BearerToken,
 }
 
 /// The switches in force.
@@ -184,7 +187,8 @@ mod tests {
                 "exit-on-conflict",
                 "renew-third",
                 "release-until-freed",
-                "same-group"
+                "same-group",
+                "bearer-token"
             ]
         );
     }

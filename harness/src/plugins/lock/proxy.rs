@@ -620,15 +620,14 @@ async fn handle(
             path,
             query,
             token_sent: {
-                // The client's token is never recorded, and redacted wherever its output shows it.
-                if let Some(t) = parts
-                    .headers
-                    .get("x-nomad-token")
-                    .and_then(|v| v.to_str().ok())
-                {
-                    crate::secrets::register(t);
+                // The token as Nomad reads it (command/agent/http.go, parseToken): X-Nomad-Token,
+                // else an Authorization: Bearer header. It is never recorded, and redacted
+                // wherever the client's output shows it.
+                let token = nomad_conform_variables::request_token(&parts.headers);
+                if !token.is_empty() {
+                    crate::secrets::register(&token);
                 }
-                parts.headers.contains_key("x-nomad-token")
+                !token.is_empty()
             },
             request_body: String::new(),
             request_bytes: 0,
@@ -835,7 +834,7 @@ async fn forward(
         headers.insert(header::HOST, host);
     }
     if let Some(token) = &inner.config.token
-        && !headers.contains_key("x-nomad-token")
+        && nomad_conform_variables::request_token(headers).is_empty()
         && let Ok(v) = HeaderValue::from_str(token)
     {
         headers.insert(HeaderName::from_static("x-nomad-token"), v);

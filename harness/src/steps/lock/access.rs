@@ -141,7 +141,7 @@ async fn token_namespace(w: &mut LockWorld) -> StepResult {
         (false, None) => Ok(()),
         (false, Some(e)) => Err(w.fail(
             &format!(
-                "every lock request carries NOMAD_TOKEN (X-Nomad-Token) and names NOMAD_NAMESPACE ({ns}) in ?namespace= or the body's Namespace"
+                "every lock request carries NOMAD_TOKEN (X-Nomad-Token, or Authorization: Bearer) and names NOMAD_NAMESPACE ({ns}) in ?namespace= or the body's Namespace"
             ),
             &format!(
                 "{} {} {}{}",
