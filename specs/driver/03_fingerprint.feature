@@ -35,12 +35,15 @@ Feature: fingerprint
     When Nomad opens the Fingerprint stream
     Then the first fingerprint has a health description
 
-  @DRIVER-FINGERPRINT-ATTRIBUTES @must
+  @DRIVER-FINGERPRINT-ATTRIBUTES @should
   Scenario: the fingerprint's attributes are well formed
     Every attribute has a name and exactly one value (string, int, float or bool).
 
-    Basis: Nomad plugins/shared/structs/attribute.go (ConvertProtoAttribute): an attribute with no
-    value converts to nil and breaks node attribute handling (client/node_updater.go).
+    Basis: Nomad client/pluginmanager/drivermanager/instance.go (handleFingerprint) turns each
+    attribute into text (plugins/shared/structs/attribute.go, GoString); one with no value becomes
+    the empty text, and client/node_updater.go (updateNodeFromDriver) deletes a node attribute
+    whose new value is empty. The attribute never reaches the node, so a job's constraint on it
+    never matches; nothing else breaks, hence SHOULD.
 
     Given the plugin is running as Nomad's long-lived instance
     When Nomad opens the Fingerprint stream
