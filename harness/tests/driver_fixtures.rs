@@ -163,6 +163,7 @@ fixtures! {
     variant_slow_start => "variant-slow-start",
     variant_tasks_file => "variant-tasks-file",
     variant_tcp => "variant-tcp",
+    variant_stats_per_stream => "variant-stats-per-stream",
     variant_wait_poll => "variant-wait-poll",
     wait_once => "wait-once",
     wait_single_waiter => "wait-single-waiter",

@@ -26,7 +26,9 @@ Feature: observation
     Basis: the driver interface (plugins/drivers/driver.go, TaskStats) has the channel closed
     when the task exits. Nomad's stats hook cancels the stream itself once the task has exited
     (stats_hook.go, Exited), so nothing leaks in Nomad; a stream that never ends only shows a
-    driver that does not notice its task is gone.
+    driver that does not notice its task is gone. A stream refused, ended without a message, or
+    ended while InspectTask still calls the task running (a driver may end a stream at any time;
+    Nomad opens another) shows nothing of this: the clause is skipped, saying which.
 
     Given the plugin is running as Nomad's long-lived instance
     And the harness has started a task that exits with code 3

@@ -40,6 +40,9 @@ pub fn stream(plugin: &Plugin, request: TaskStatsRequest) -> Result<StatsStream,
         .filter(|d| !d.is_zero())
         .ok_or_else(|| rpc::bad_request("TaskStats needs a positive collection_interval"))?;
     let once = plugin.faults.has(Fault::StatsOnce);
+    let per_stream = plugin
+        .variants
+        .has(crate::variants::Variant::StatsPerStream);
     let never_ends = plugin.faults.has(Fault::StatsNeverEnds);
 
     let (sender, receiver) = mpsc::channel(4);
@@ -60,6 +63,9 @@ pub fn stream(plugin: &Plugin, request: TaskStatsRequest) -> Result<StatsStream,
             if once {
                 sender.closed().await;
                 break;
+            }
+            if per_stream {
+                break; // One message, then the stream ends.
             }
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}

@@ -58,6 +58,9 @@ switches! {
         SlowStart = "slow-start":
             "StartTask waits 35 s before it starts the task (a driver pulling an image); \
              RecoverTask is not slowed",
+        StatsPerStream = "stats-per-stream":
+            "each TaskStats stream sends one message and then ends (OK); Nomad's stats hook \
+             opens another one collection interval later",
     }
 }
 

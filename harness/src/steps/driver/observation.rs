@@ -95,21 +95,72 @@ async fn stats_until_exit(w: &mut DriverWorld) -> StepResult {
         .client()?
         .task_stats(&id, interval, Duration::ZERO, KEEP)
         .await;
-    // The exit shape ends after about a second; give the stream a moment after that.
-    let wait = super::lifecycle::wait(w, 0, super::lifecycle::wait_budget(w)).await?;
+    // WaitTask for the exit shape (it ends after about a second). A stream that ends first is
+    // asked about at once: if the driver still calls the task running, the stream ended for
+    // another reason, and whether it ends when its task exits is not shown by this run.
+    let budget = super::lifecycle::wait_budget(w);
+    let mut running_at_end = None;
+    let wait = {
+        let waiting = super::lifecycle::wait(w, 0, budget);
+        tokio::pin!(waiting);
+        tokio::select! {
+            r = &mut waiting => r?,
+            _ = h.wait_end(budget) => {
+                let (inspect, _) = w.client()?.inspect_task(&id, w.config().timings.rpc).await;
+                running_at_end = Some(still_running(&inspect));
+                waiting.await?
+            }
+        }
+    };
     w.last = vec![wait];
+    // A moment after the exit for the stream to end: a few collection intervals.
     let end = h.wait_end(interval * 3 + Duration::from_secs(2)).await;
     if matches!(end, StreamEnd::Open) {
         h.stop();
     }
     w.record_event(h.event(w.offset_now(), Some(w.spec()), 16));
     w.notes = vec![format!("{end:?}")];
+    if let Some(why) = not_exercised(&end, h.received(), running_at_end) {
+        w.notes.push(why);
+    }
     w.stats = Some(Arc::new(h));
     Ok(())
 }
 
+/// Whether InspectTask says the task runs.
+fn still_running(inspect: &crate::plugins::driver::DriverRpc) -> bool {
+    use crate::plugins::driver::drivers::TaskState;
+    inspect.ok()
+        && inspect
+            .response
+            .as_ref()
+            .and_then(|r| r.pointer("/task/state"))
+            .and_then(|s| s.as_i64())
+            == Some(TaskState::Running as i64)
+}
+
+/// Why a stats stream's end says nothing of whether the driver ends it when its task exits.
+fn not_exercised(end: &StreamEnd, received: u64, running_at_end: Option<bool>) -> Option<String> {
+    match end {
+        StreamEnd::Status { code, .. } if code.eq_ignore_ascii_case("unimplemented") => Some(
+            "the driver answers TaskStats UNIMPLEMENTED: there is no stream to end (DRIVER-STATS judges that)".into(),
+        ),
+        StreamEnd::Open | StreamEnd::StoppedByHarness => None,
+        _ if received == 0 => Some(format!(
+            "the stats stream ended ({end:?}) without a single message: whether the driver ends a stream that was serving its task when the task exits was not exercised"
+        )),
+        _ if running_at_end == Some(true) => Some(format!(
+            "the stats stream ended ({end:?}) while InspectTask still said the task was running (a driver may end a stream at any time; Nomad opens another): whether the driver ends it when the task exits was not exercised"
+        )),
+        _ => None,
+    }
+}
+
 #[then("the stats stream ends after the task exited")]
 async fn stats_ended(w: &mut DriverWorld) -> StepResult {
+    if let Some(why) = w.notes.get(1).cloned() {
+        return Err(w.ctx().skip(why));
+    }
     if w.notes.first().is_some_and(|e| !e.starts_with("Open")) {
         return Ok(());
     }
@@ -274,4 +325,26 @@ async fn dirs_ok(w: &mut DriverWorld) -> StepResult {
         &format!("not there: {}", missing.join(", ")),
         &[w.spec().command_line()],
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stats_stream_that_never_served_its_task_does_not_pass_its_end() {
+        let unimplemented = StreamEnd::Status {
+            code: "UNIMPLEMENTED".into(),
+            message: String::new(),
+            details: None,
+        };
+        assert!(not_exercised(&unimplemented, 0, None).is_some());
+        assert!(not_exercised(&StreamEnd::Ok, 0, Some(false)).is_some());
+        assert!(not_exercised(&StreamEnd::Ok, 1, Some(true)).is_some());
+        // Ended after the task, having served it: judged.
+        assert!(not_exercised(&StreamEnd::Ok, 3, Some(false)).is_none());
+        assert!(not_exercised(&StreamEnd::Ok, 3, None).is_none());
+        // Still open: judged (a failure).
+        assert!(not_exercised(&StreamEnd::Open, 3, None).is_none());
+    }
 }
