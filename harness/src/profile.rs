@@ -53,7 +53,9 @@ pub struct LockProfile {
     /// How long a client may take to acquire a free lock and start the protected process.
     #[serde(with = "humantime_serde")]
     pub start_within: Duration,
-    /// How long another holder keeps the lock while a client waits for it.
+    /// How long another holder keeps the lock while a client waits for it; and the least the
+    /// renew clauses watch a client hold its own (two and a half of its TTLs, at most four
+    /// times this).
     #[serde(with = "humantime_serde")]
     pub hold_for: Duration,
     /// Most acquire requests per second a waiting client may send ("retry with backoff").

@@ -17,6 +17,19 @@ fn lock_sidecar() -> PathBuf {
 /// The client's timing on the fast profile: TTL and lock delay 1 s, give up after 2 s.
 const CLIENT_FLAGS: &str = "--path {path} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms";
 
+/// CLIENT_FLAGS with a fixture's `plugin_args` (flag and value pairs) in place of the flags
+/// they name, or after them.
+fn client_flags(plugin_args: &[String]) -> String {
+    let mut flags: Vec<String> = CLIENT_FLAGS.split(' ').map(String::from).collect();
+    for pair in plugin_args.chunks(2) {
+        match flags.iter().position(|f| *f == pair[0]) {
+            Some(i) if pair.len() == 2 => flags[i + 1] = pair[1].clone(),
+            _ => flags.extend(pair.iter().cloned()),
+        }
+    }
+    flags.join(" ")
+}
+
 fn args(expect: &Expect) -> Vec<String> {
     let switches: Vec<String> = expect
         .faults
@@ -25,7 +38,7 @@ fn args(expect: &Expect) -> Vec<String> {
         .chain(expect.variants.iter().map(|v| format!("--variant {v}")))
         .collect();
     let bin = lock_sidecar().display().to_string();
-    let mut client = format!("{bin} {CLIENT_FLAGS}");
+    let mut client = format!("{bin} {}", client_flags(&expect.plugin_args));
     for s in &switches {
         client.push(' ');
         client.push_str(s);
@@ -120,6 +133,8 @@ fixtures! {
     ttl_as_number => "ttl-as-number",
     variant_bearer_token => "variant-bearer-token",
     variant_exit_1 => "variant-exit-1",
+    variant_long_ttl => "variant-long-ttl",
+    variant_very_long_ttl => "variant-very-long-ttl",
     variant_exit_on_conflict => "variant-exit-on-conflict",
     variant_release_until_freed => "variant-release-until-freed",
     variant_renew_0_7 => "variant-renew-0.7",

@@ -34,7 +34,8 @@ pub struct Expect {
     /// CSI and driver: the variant switches (behaviours the contract allows) it turns on.
     #[serde(default)]
     pub variants: Vec<String>,
-    /// CSI and driver: extra arguments for the reference plugin.
+    /// CSI and driver: extra arguments for the reference plugin; lock: for the reference client
+    /// (in place of the default flags they name).
     #[serde(default)]
     pub plugin_args: Vec<String>,
     /// Lock: how the reference client runs, `shim` (the default) or `sidecar`.

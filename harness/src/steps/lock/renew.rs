@@ -59,11 +59,44 @@ pub fn last_success(exchanges: &[Exchange], label: &str, before: Instant) -> Opt
         .cloned()
 }
 
+/// How long the renew clauses watch a client hold its lock: long enough for the renews of the
+/// TTL the server granted (two and a half TTLs: two renews even at 3/4 TTL), at least the
+/// profile's `hold_for`, and at most four times it, whatever the TTL. A client whose TTL is
+/// longer than that allows is judged on what was seen, or skipped where nothing was.
+fn keep_for(hold_for: Duration, ttl: Duration) -> Duration {
+    (ttl * 5 / 2).clamp(hold_for, hold_for * MAX_HOLDS)
+}
+
+/// The most profile `hold_for`s the renew clauses wait.
+const MAX_HOLDS: u32 = 4;
+
 #[when("the client keeps the lock for a while")]
 async fn keeps(w: &mut LockWorld) -> StepResult {
     wait_running(w, CLIENT).await?;
-    tokio::time::sleep(w.lock_profile().hold_for).await;
+    let l = lease(w, CLIENT).await?;
+    tokio::time::sleep(keep_for(w.lock_profile().hold_for, l.ttl)).await;
     Ok(())
+}
+
+/// How long the client has held its lock: since its first acquire the server answered 200.
+fn held_for(ex: &[Exchange]) -> Duration {
+    lock_ops(ex, CLIENT)
+        .into_iter()
+        .find(|e| e.operation == Operation::Acquire && e.succeeded())
+        .map(|e| answered_at(e).elapsed())
+        .unwrap_or_default()
+}
+
+/// The reason a renew clause was not exercised: the client held its lock for too short a time
+/// against its TTL for the renews the clause judges.
+fn held_too_short(w: &LockWorld, held: Duration, l: &Lease, needed: &str) -> String {
+    format!(
+        "the client held its lock for {} with a TTL of {}: too short for {needed} (the clause watches two and a half TTLs, at most {} × the profile's hold_for of {}); a profile with a longer hold_for, or a client run with a shorter TTL, exercises it",
+        fmt(held),
+        fmt(l.ttl),
+        MAX_HOLDS,
+        fmt(w.lock_profile().hold_for)
+    )
 }
 
 /// Waits for the first exchange of `label` after `since` that `pred` accepts.
@@ -223,6 +256,13 @@ async fn within_ttl(w: &mut LockWorld) -> StepResult {
     let ex = scene.exchanges();
     let ops = lock_ops(&ex, CLIENT);
     let still_running = scene.probes_of(CLIENT).iter().any(|p| p.end.is_none());
+    // Not a single renew while the lock was held for less than its TTL: nothing to judge.
+    let held = held_for(&ex);
+    if held < l.ttl && !ops.iter().any(|e| e.operation == Operation::Renew) {
+        let why = held_too_short(w, held, &l, "a renew to be due");
+        w.record_scene();
+        return Err(w.ctx().skip(why));
+    }
     let mut prev: Option<&Exchange> = None;
     let mut worst: Option<(Duration, Option<&Exchange>, &Exchange)> = None;
     for e in &ops {
@@ -290,6 +330,12 @@ async fn half_ttl(w: &mut LockWorld) -> StepResult {
         .collect();
     gaps.sort();
     let (lo, hi) = (l.ttl / 10, l.ttl.mul_f64(0.75));
+    let held = held_for(&ex);
+    if gaps.is_empty() && held < l.ttl * 2 {
+        let why = held_too_short(w, held, &l, "two renews to be measured");
+        w.record_scene();
+        return Err(w.ctx().skip(why));
+    }
     let r = match gaps.get(gaps.len() / 2) {
         None => Err(w.fail(
             "renews about every half TTL",
@@ -515,4 +561,20 @@ async fn tried_release(w: &mut LockWorld) -> StepResult {
     };
     w.record_scene();
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_renew_clauses_watch_two_and_a_half_ttls_within_bounds() {
+        let s = Duration::from_secs;
+        // A TTL short against the hold: the profile's hold.
+        assert_eq!(keep_for(s(30), s(10)), s(30));
+        // Nomad's default TTL of 15 s on the fast profile's 3 s hold: capped at four holds.
+        assert_eq!(keep_for(s(3), s(15)), s(12));
+        // In between: two and a half TTLs.
+        assert_eq!(keep_for(s(30), s(20)), s(50));
+    }
 }
