@@ -159,6 +159,7 @@ fixtures! {
     variant_no_send_signals => "variant-no-send-signals",
     variant_no_stdio_broker => "variant-no-stdio-broker",
     variant_not_found => "variant-not-found",
+    variant_own_unknown_task_error => "variant-own-unknown-task-error",
     variant_plain_start_errors => "variant-plain-start-errors",
     variant_slow_start => "variant-slow-start",
     variant_tasks_file => "variant-tasks-file",

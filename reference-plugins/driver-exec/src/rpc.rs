@@ -42,6 +42,8 @@ struct RpcStatus {
 pub fn task_not_found(variants: &Variants) -> Status {
     if variants.has(Variant::NotFound) {
         Status::not_found(TASK_NOT_FOUND)
+    } else if variants.has(Variant::OwnUnknownTaskError) {
+        Status::failed_precondition("no task with this id on this driver")
     } else {
         Status::unknown(TASK_NOT_FOUND)
     }

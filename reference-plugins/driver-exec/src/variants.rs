@@ -58,6 +58,10 @@ switches! {
         SlowStart = "slow-start":
             "StartTask waits 35 s before it starts the task (a driver pulling an image); \
              RecoverTask is not slowed",
+        OwnUnknownTaskError = "own-unknown-task-error":
+            "a task id the driver does not know (one never started, or destroyed) gets \
+             FAILED_PRECONDITION \"no task with this id on this driver\" instead of Nomad's \
+             UNKNOWN \"task not found for given id\"",
         StatsPerStream = "stats-per-stream":
             "each TaskStats stream sends one message and then ends (OK); Nomad's stats hook \
              opens another one collection interval later",

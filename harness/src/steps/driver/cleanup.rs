@@ -117,7 +117,7 @@ impl Cleanup {
                 .and_then(|r| r.pointer("/task/state"))
                 .and_then(|s| s.as_i64())
                 == Some(TaskState::Running as i64);
-        let unknown = super::lifecycle::task_not_found(&inspect);
+        let unknown = super::lifecycle::task_unknown(&inspect);
         let verdict = if running {
             Some(format!(
                 "InspectTask says RUNNING; WaitTask {}",

@@ -544,6 +544,16 @@ async fn inspects(w: &mut DriverWorld) -> StepResult {
 
 /// Whether a call failed the way a missing task fails (Go drivers: UNKNOWN "task not found
 /// for given id"; NOT_FOUND is accepted too).
+/// Whether a call about a task says the driver does not know it: any error it answered. Nomad's
+/// Go drivers answer UNKNOWN "task not found for given id", others NOT_FOUND or words of their
+/// own, and over gRPC Nomad's client cannot tell one error from another. A broken connection,
+/// a timeout or UNIMPLEMENTED says nothing of the task.
+pub(super) fn task_unknown(rpc: &DriverRpc) -> bool {
+    !rpc.ok() && !rpc.timed_out && !super::broken_connection(rpc) && rpc.code != Code::Unimplemented
+}
+
+/// Whether the error is worded as Nomad's own drivers word it (UNKNOWN "... not found") or
+/// coded NOT_FOUND.
 pub(super) fn task_not_found(rpc: &DriverRpc) -> bool {
     rpc.code == Code::NotFound
         || (rpc.code == Code::Unknown && rpc.message.to_lowercase().contains("not found"))
@@ -570,7 +580,7 @@ async fn wait_not_found(w: &mut DriverWorld) -> StepResult {
         .find(|c| c.method == "WaitTask")
         .ok_or_else(|| w.ctx().harness_error("no WaitTask was made"))?;
     let inspect = w.last.iter().find(|c| c.method == "InspectTask");
-    if wait.timed_out && inspect.is_some_and(task_not_found) {
+    if wait.timed_out && inspect.is_some_and(task_unknown) {
         // The driver forgot the task (InspectTask says so) but hangs on a WaitTask of a task
         // it does not know: that is DRIVER-UNKNOWN-TASK's rule, judged there.
         let calls: Vec<&DriverRpc> = w.last.iter().collect();
@@ -585,11 +595,12 @@ async fn wait_not_found(w: &mut DriverWorld) -> StepResult {
             &calls,
         ));
     }
-    if task_not_found(wait) {
-        if wait.code == Code::NotFound {
-            crate::recorder::lock(&w.ctx().case)
-                .notes
-                .push("the plugin answered NOT_FOUND (Go drivers answer UNKNOWN \"task not found for given id\"; both are accepted)".into());
+    if task_unknown(wait) {
+        if !task_not_found(wait) || wait.code == Code::NotFound {
+            crate::recorder::lock(&w.ctx().case).notes.push(format!(
+                "WaitTask answered {} (Go drivers answer UNKNOWN \"task not found for given id\"; Nomad's client cannot tell one error from another, so any error says the task is gone)",
+                wait.outcome()
+            ));
         }
         return Ok(());
     }
@@ -599,7 +610,7 @@ async fn wait_not_found(w: &mut DriverWorld) -> StepResult {
     }
     let calls: Vec<&DriverRpc> = w.last.iter().collect();
     Err(w.fail(
-        "after DestroyTask the task is unknown: WaitTask answers UNKNOWN \"task not found for given id\" (or NOT_FOUND)",
+        "after DestroyTask the task is unknown: WaitTask answers an error (Go drivers: UNKNOWN \"task not found for given id\"), not the task's result, and neither hangs nor breaks the connection",
         &seen,
         &calls,
     ))
