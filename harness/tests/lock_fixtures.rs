@@ -132,6 +132,7 @@ fixtures! {
     starts_before_acquire => "starts-before-acquire",
     ttl_as_number => "ttl-as-number",
     variant_bearer_token => "variant-bearer-token",
+    variant_empty_cas => "variant-empty-cas",
     variant_exit_1 => "variant-exit-1",
     variant_long_ttl => "variant-long-ttl",
     variant_very_long_ttl => "variant-very-long-ttl",

@@ -106,6 +106,8 @@ pub struct Api {
     timeouts: bool,
     /// Variant bearer-token: the token goes in `Authorization: Bearer` instead.
     bearer: bool,
+    /// Variant empty-cas: every query carries an empty `cas=`.
+    empty_cas: bool,
     /// The requests in flight, shared by every clone.
     in_flight: InFlight,
 }
@@ -121,6 +123,7 @@ impl Api {
             ttl_as_number: false,
             timeouts: true,
             bearer: false,
+            empty_cas: false,
             in_flight: InFlight::default(),
         }
     }
@@ -134,6 +137,7 @@ impl Api {
         self.ttl_as_number = switches.fault(Fault::TtlAsNumber);
         self.timeouts = !switches.fault(Fault::NoRequestTimeout);
         self.bearer = switches.variant(crate::faults::Variant::BearerToken);
+        self.empty_cas = switches.variant(crate::faults::Variant::EmptyCas);
         self
     }
 
@@ -186,10 +190,11 @@ impl Api {
     /// `/v1/var/<path>?<flag>&namespace=<ns>`.
     pub fn uri(&self, op: Op) -> String {
         format!(
-            "/v1/var/{}?{}&namespace={}",
+            "/v1/var/{}?{}&namespace={}{}",
             encode(&self.path, true),
             op.flag(),
-            encode(&self.namespace, false)
+            encode(&self.namespace, false),
+            if self.empty_cas { "&cas=" } else { "" }
         )
     }
 

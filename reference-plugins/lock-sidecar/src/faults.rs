@@ -97,6 +97,9 @@ pub enum Variant {
     /// Sends the token as `Authorization: Bearer <token>` instead of `X-Nomad-Token` (Nomad's
     /// HTTP API reads either).
     BearerToken,
+    /// Adds an empty `cas=` to every lock request's query, as some HTTP clients do with an
+    /// unset parameter (Nomad refuses `cas` with a lock flag only when it has a value).
+    EmptyCas,
 }
 
 /// The switches in force.
@@ -188,7 +191,8 @@ mod tests {
                 "renew-third",
                 "release-until-freed",
                 "same-group",
-                "bearer-token"
+                "bearer-token",
+                "empty-cas"
             ]
         );
     }

@@ -432,6 +432,12 @@ async fn well_formed(w: &mut LockWorld) -> StepResult {
         .iter()
         .filter(|e| e.client == CLIENT && e.operation != Operation::Read)
         .collect();
+    if mine.is_empty() {
+        // Nothing to judge: a client that never asked is LOCK-STARTS's failure.
+        let why = w.fail("the client sends lock requests", "it sent none", &[]);
+        w.record_scene();
+        return Err(w.ctx().blocked(super::ROOT, why));
+    }
     let mut bad = Vec::new();
     for e in &mine {
         let injected = e.fault.as_ref().is_some_and(|f| {
@@ -447,11 +453,7 @@ async fn well_formed(w: &mut LockWorld) -> StepResult {
                 "not one lock operation (a plain write, a delete, or several lock flags)"
                     .to_string(),
             )
-        } else if e
-            .query
-            .split('&')
-            .any(|p| p == "cas" || p.starts_with("cas="))
-        {
+        } else if cas_given(&e.query) {
             Some(
                 "`cas` with a lock flag (Nomad: 400 \"CAS can't be used with lock operations\")"
                     .into(),
@@ -489,11 +491,36 @@ async fn well_formed(w: &mut LockWorld) -> StepResult {
     r
 }
 
+/// Whether a query gives `cas` as Nomad reads it (command/agent/variable_endpoint.go,
+/// `req.URL.Query().Get("cas")`, refused with a lock flag only when not empty): the first `cas`
+/// parameter has a value.
+fn cas_given(query: &str) -> bool {
+    query
+        .split('&')
+        .find_map(|p| match p.split_once('=') {
+            Some(("cas", v)) => Some(!v.is_empty()),
+            None if p == "cas" => Some(false),
+            _ => None,
+        })
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::granted_then_asked_again;
+    use super::{cas_given, granted_then_asked_again};
+
+    #[test]
+    fn cas_counts_as_nomad_reads_it() {
+        assert!(cas_given("lock-acquire&cas=3"));
+        assert!(cas_given("namespace=x&cas=0&lock-renew"));
+        // Empty: Nomad's Get("cas") is "", which it accepts with a lock flag.
+        assert!(!cas_given("lock-acquire&cas="));
+        assert!(!cas_given("lock-acquire&cas"));
+        assert!(!cas_given("lock-acquire&cas=&cas=3"));
+        assert!(!cas_given("lock-acquire&cascade=1"));
+    }
     use crate::plugins::lock::Operation;
     use crate::plugins::lock::exchange::tests::exchange;
 
