@@ -143,6 +143,7 @@ fixtures! {
     variant_same_group => "variant-same-group",
     variant_sidecar => "variant-sidecar",
     variant_task_api => "variant-task-api",
+    variant_trusts_grace => "variant-trusts-grace",
 }
 
 #[test]

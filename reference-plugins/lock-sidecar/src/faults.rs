@@ -100,6 +100,11 @@ pub enum Variant {
     /// Adds an empty `cas=` to every lock request's query, as some HTTP clients do with an
     /// unset parameter (Nomad refuses `cas` with a lock flag only when it has a value).
     EmptyCas,
+    /// Counts its lock as held for 2 × TTL + TTL/4 after the last successful request instead of
+    /// one TTL: past the leader's 2 × TTL timer, inside the lock delay that keeps any other
+    /// holder out until the lock leaves the state (nomad/locks.go). Against the guide's advice
+    /// (stop once the TTL has passed), never two copies at once.
+    TrustsGrace,
 }
 
 /// The switches in force.
@@ -192,7 +197,8 @@ mod tests {
                 "release-until-freed",
                 "same-group",
                 "bearer-token",
-                "empty-cas"
+                "empty-cas",
+                "trusts-grace"
             ]
         );
     }

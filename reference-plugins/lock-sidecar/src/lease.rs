@@ -75,6 +75,8 @@ impl Timing {
         // the protected process before its first (late) renew and never show the late renew.
         let trusted_for = if switches.fault(Fault::RenewsLate) {
             ttl * 2
+        } else if switches.variant(Variant::TrustsGrace) {
+            ttl * 2 + ttl / 4
         } else {
             ttl
         };
