@@ -63,9 +63,16 @@ Feature: fingerprint
 
   @DRIVER-FINGERPRINT-PERIODIC @should
   Scenario: the plugin fingerprints again periodically
-    Basis: the driver.proto comment on Fingerprint asks for a message on every change; Nomad's
-    built-in drivers resend every 30 s (fingerprintPeriod), which keeps health current after a
-    dependency goes away.
+    A second fingerprint within the fingerprint period passes. A driver whose stream stays open
+    and quiet is skipped, saying so: the contract asks for another message only on a change,
+    and the run changes nothing. A stream that ended is DRIVER-FINGERPRINT-STREAM-OPEN's
+    failure, and this clause is blocked on it.
+
+    Basis: the driver.proto comment on Fingerprint asks for a first message at once and another
+    "if there is a change in the driver's state"; Nomad's client only reads what arrives
+    (client/pluginmanager/drivermanager/instance.go, fingerprint). Nomad's built-in drivers
+    resend every 30 s (fingerprintPeriod), which keeps health current after a dependency goes
+    away without the driver watching it.
 
     Given the plugin is running as Nomad's long-lived instance
     When Nomad opens the Fingerprint stream

@@ -105,6 +105,13 @@ impl Shapes {
                         SHAPES.join(", ")
                     ));
                 }
+                if let Some((shape, missing)) = shapes.missing_placeholders()?.into_iter().next() {
+                    return Err(format!(
+                        "--tasks {}: shape {shape:?} never uses {}: the harness puts there what it then looks for in the task's exit code, output or files, so without it every clause that reads them would blame the driver (README, `--tasks`, says what each shape does with them)",
+                        p.display(),
+                        missing.join(", ")
+                    ));
+                }
                 Ok(shapes)
             }
             (None, Some(t)) if !t.contains("{command}") && !t.contains("{args}") => Err(format!(
@@ -113,6 +120,51 @@ impl Shapes {
             (None, Some(t)) => Ok(Shapes::Command(t.to_string())),
             (None, None) => Ok(Shapes::None),
         }
+    }
+
+    /// The placeholders each shape of a `--tasks` file needs and does not use: `exit` needs
+    /// `{code}`, `output` needs `{stdout}`, `{stderr}` and `{file}`. Found by filling them with
+    /// values no configuration holds by chance and looking for those in each shape's
+    /// configuration.
+    fn missing_placeholders(&self) -> Result<Vec<(String, Vec<&'static str>)>, String> {
+        let marks = Placeholders {
+            code: 197_531,
+            stdout: "ncph-stdout-5e1f".into(),
+            stderr: "ncph-stderr-5e1f".into(),
+            file: "ncph-file-5e1f".into(),
+        };
+        let code = marks.code.to_string();
+        let needs: [(&str, &[(&'static str, &str)]); 2] = [
+            ("exit", &[("{code}", code.as_str())]),
+            (
+                "output",
+                &[
+                    ("{stdout}", marks.stdout.as_str()),
+                    ("{stderr}", marks.stderr.as_str()),
+                    ("{file}", marks.file.as_str()),
+                ],
+            ),
+        ];
+        let sources = self.sources(&marks)?;
+        let mut out = Vec::new();
+        for (shape, wanted) in needs {
+            let Some(source) = sources.get(shape) else {
+                continue;
+            };
+            let text = match source {
+                Source::Hcl(body) => hcl::to_string(body).unwrap_or_default(),
+                Source::Json(json) => json.to_string(),
+            };
+            let missing: Vec<&'static str> = wanted
+                .iter()
+                .filter(|(_, mark)| !text.contains(mark))
+                .map(|(name, _)| *name)
+                .collect();
+            if !missing.is_empty() {
+                out.push((shape.to_string(), missing));
+            }
+        }
+        Ok(out)
     }
 
     /// The shapes the run can make.
@@ -312,5 +364,32 @@ mod tests {
                 .unwrap_err()
                 .contains("TaskConfigSchema")
         );
+    }
+
+    #[test]
+    fn a_tasks_file_whose_shapes_drop_a_placeholder_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("tasks.hcl");
+        let write = |text: &str| std::fs::write(&f, text).unwrap();
+        // The exit code written in, not {code}.
+        write(
+            "shape \"exit\" {\n  config {\n    command = \"/bin/sh\"\n    args = [\"-c\", \"exit 3\"]\n  }\n}\n",
+        );
+        let e = Shapes::load(Some(&f), None).unwrap_err();
+        assert!(e.contains("shape \"exit\" never uses {code}"), "{e}");
+        // An output shape without {file} (TOML too).
+        let t = dir.path().join("tasks.toml");
+        std::fs::write(
+            &t,
+            "[shape.output.config]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"echo {stdout}; echo {stderr} >&2\"]\n",
+        )
+        .unwrap();
+        let e = Shapes::load(Some(&t), None).unwrap_err();
+        assert!(e.contains("shape \"output\" never uses {file}"), "{e}");
+        // Every placeholder used: accepted.
+        write(
+            "shape \"exit\" {\n  config {\n    command = \"/bin/sh\"\n    args = [\"-c\", \"exit {code}\"]\n  }\n}\n",
+        );
+        assert!(Shapes::load(Some(&f), None).is_ok());
     }
 }
