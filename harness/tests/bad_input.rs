@@ -153,6 +153,23 @@ fn a_driver_configuration_that_is_wrong_is_said_before_the_run() {
         2,
         "--plugin-config",
     );
+    // A task shape that drops the placeholder the harness checks the task against.
+    let tasks = dir.path().join("tasks.hcl");
+    std::fs::write(
+        &tasks,
+        "shape \"exit\" {\n  config {\n    command = \"/bin/sh\"\n    args = [\"-c\", \"exit 3\"]\n  }\n}\n",
+    )
+    .unwrap();
+    refused(
+        &run(&[
+            "driver",
+            plugin.to_str().unwrap(),
+            "--tasks",
+            tasks.to_str().unwrap(),
+        ]),
+        2,
+        "never uses {code}",
+    );
 }
 
 #[test]
