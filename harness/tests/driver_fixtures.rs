@@ -153,6 +153,7 @@ fixtures! {
     variant_empty_health_description => "variant-empty-health-description",
     variant_handle_state_unset => "variant-handle-state-unset",
     variant_image => "variant-image",
+    variant_invisible_slow_exit => "variant-invisible-slow-exit",
     variant_invisible_tasks => "variant-invisible-tasks",
     variant_no_exec => "variant-no-exec",
     variant_no_init_shutdown => "variant-no-init-shutdown",

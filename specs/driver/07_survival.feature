@@ -44,6 +44,10 @@ Feature: survival
 
   @DRIVER-RECOVER-EXITED @should @shape-exit
   Scenario: a task that exited while the plugin was down reports its exit after recovery
+    Where the harness cannot see the task's processes, it waits 3 s for the exit shape (about a
+    second) and asks the relaunched driver: a task InspectTask still calls running did not exit
+    while the plugin was down, and the clause is skipped, saying so.
+
     Basis: Nomad client/allocrunner/taskrunner/task_runner.go (Restore) waits on a recovered task
     for its exit result; an unknown or wrong code misleads the restart policy.
 

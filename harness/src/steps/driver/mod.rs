@@ -96,6 +96,9 @@ pub struct DriverWorld {
     /// The latest StartTask call, also when the step that made it failed.
     last_start: Option<DriverRpc>,
     generated: Option<Result<u32, String>>,
+    /// The task was meant to exit while the plugin was down, but the harness could not see it
+    /// do so (its processes are hidden): the relaunched driver is asked whether it still runs.
+    exit_unseen: bool,
 }
 
 /// The streams a driver manager keeps open on an instance: Fingerprint and TaskEvents.

@@ -128,7 +128,7 @@ async fn stats_until_exit(w: &mut DriverWorld) -> StepResult {
 }
 
 /// Whether InspectTask says the task runs.
-fn still_running(inspect: &crate::plugins::driver::DriverRpc) -> bool {
+pub(super) fn still_running(inspect: &crate::plugins::driver::DriverRpc) -> bool {
     use crate::plugins::driver::drivers::TaskState;
     inspect.ok()
         && inspect

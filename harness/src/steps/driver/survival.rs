@@ -80,8 +80,10 @@ async fn still_running_per_driver(w: &mut DriverWorld) -> StepResult {
 async fn exited_meanwhile(w: &mut DriverWorld) -> StepResult {
     let t = w.task(0)?.clone();
     if !w.task_visible(0) {
-        // The exit shape ends about a second after it starts.
+        // The exit shape ends about a second after it starts; whether it did is asked of the
+        // relaunched driver.
         tokio::time::sleep(Duration::from_secs(3)).await;
+        w.exit_unseen = true;
         return Ok(());
     }
     for _ in 0..100 {
@@ -97,7 +99,21 @@ async fn exited_meanwhile(w: &mut DriverWorld) -> StepResult {
 
 #[when("Nomad relaunches the plugin and recovers the task from its handle")]
 async fn relaunches(w: &mut DriverWorld) -> StepResult {
-    recover_first_task(w).await
+    recover_first_task(w).await?;
+    if w.exit_unseen && w.last.first().is_some_and(|r| r.ok()) {
+        // Hidden processes: the driver says whether the task ended while it was down. Still
+        // running means the clause's case (an exit the relaunched driver must report) did not
+        // happen.
+        let id = w.task(0)?.id.clone();
+        let (inspect, _) = w.client()?.inspect_task(&id, w.config().timings.rpc).await;
+        w.record(&inspect);
+        if super::observation::still_running(&inspect) {
+            return Err(w.ctx().skip(
+                "the task was still running when the plugin came back (the harness cannot see this driver's task processes, waited 3 s for the exit shape's second, and InspectTask then said RUNNING): a task that exited while the plugin was down was not exercised",
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[when(
