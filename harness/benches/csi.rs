@@ -260,7 +260,6 @@ fn restart_ms(record: &RunRecord) -> f64 {
     record
         .cases
         .iter()
-        .filter(|c| !c.events.is_empty())
         .map(|c| {
             let step: f64 = c
                 .steps

@@ -134,9 +134,8 @@ fixtures! {
     variant_bearer_token => "variant-bearer-token",
     variant_empty_cas => "variant-empty-cas",
     variant_exit_1 => "variant-exit-1",
-    variant_long_ttl => "variant-long-ttl",
-    variant_very_long_ttl => "variant-very-long-ttl",
     variant_exit_on_conflict => "variant-exit-on-conflict",
+    variant_long_ttl => "variant-long-ttl",
     variant_release_until_freed => "variant-release-until-freed",
     variant_renew_0_7 => "variant-renew-0.7",
     variant_renew_third => "variant-renew-third",
@@ -144,6 +143,7 @@ fixtures! {
     variant_sidecar => "variant-sidecar",
     variant_task_api => "variant-task-api",
     variant_trusts_grace => "variant-trusts-grace",
+    variant_very_long_ttl => "variant-very-long-ttl",
 }
 
 #[test]

@@ -107,16 +107,9 @@ impl Cleanup {
     /// runs: InspectTask answers RUNNING, or WaitTask does not come back while InspectTask does
     /// not call the task unknown.
     async fn still_running(&self, inst: &Instance, id: &str) -> Option<String> {
-        use crate::plugins::driver::drivers::TaskState;
         let (inspect, _) = inst.client.inspect_task(id, self.rpc).await;
         let (wait, _) = inst.client.wait_task(id, WAIT_AFTER_DESTROY).await;
-        let running = inspect.ok()
-            && inspect
-                .response
-                .as_ref()
-                .and_then(|r| r.pointer("/task/state"))
-                .and_then(|s| s.as_i64())
-                == Some(TaskState::Running as i64);
+        let running = super::lifecycle::task_running(&inspect);
         let unknown = super::lifecycle::task_unknown(&inspect);
         let verdict = if running {
             Some(format!(

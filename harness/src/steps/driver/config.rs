@@ -200,11 +200,7 @@ impl DriverProbe {
                 ),
             );
         }
-        let source = match shapes {
-            Shapes::Hcl(_) | Shapes::Toml(_) => "--tasks",
-            Shapes::Command(_) => "--task-command",
-            Shapes::None => "none",
-        };
+        let source = shapes.flag().unwrap_or("none");
         d.insert(
             "task_shapes".into(),
             format!("{} (from {source})", available.join(", ")),

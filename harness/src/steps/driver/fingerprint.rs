@@ -233,15 +233,12 @@ async fn healthy_started(w: &mut DriverWorld) -> StepResult {
     }
     // The long shape is the user's own configuration: a mistake in it (an image or a path that
     // does not exist) fails StartTask just as a missing runtime does. Say which to look at.
-    let check_shape = match &w.config().shapes {
-        super::tasks::Shapes::Hcl(_) | super::tasks::Shapes::Toml(_) => {
-            "; the long shape comes from --tasks: if its configuration names something this node does not have (an image, a path), the refusal is the shape's, not the health's"
-        }
-        super::tasks::Shapes::Command(_) => {
-            "; the long shape comes from --task-command: if the template does not fit this driver, the refusal is the template's, not the health's"
-        }
-        super::tasks::Shapes::None => "",
-    };
+    let check_shape = w
+        .config()
+        .shapes
+        .flag()
+        .map(|flag| format!("; the long shape comes from {flag}: if it names something this node does not have (an image, a path) or does not fit this driver, the refusal is the shape's, not the health's"))
+        .unwrap_or_default();
     Err(w.fail(
         "a driver whose fingerprint says HEALTHY starts the long task, or refuses it as worth retrying (RecoverableError recoverable = true)",
         &format!(

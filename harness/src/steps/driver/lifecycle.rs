@@ -542,8 +542,18 @@ async fn inspects(w: &mut DriverWorld) -> StepResult {
     Ok(())
 }
 
-/// Whether a call failed the way a missing task fails (Go drivers: UNKNOWN "task not found
-/// for given id"; NOT_FOUND is accepted too).
+/// Whether InspectTask says the task runs.
+pub(super) fn task_running(inspect: &DriverRpc) -> bool {
+    use crate::plugins::driver::drivers::TaskState;
+    inspect.ok()
+        && inspect
+            .response
+            .as_ref()
+            .and_then(|r| r.pointer("/task/state"))
+            .and_then(|s| s.as_i64())
+            == Some(TaskState::Running as i64)
+}
+
 /// Whether a call about a task says the driver does not know it: any error it answered. Nomad's
 /// Go drivers answer UNKNOWN "task not found for given id", others NOT_FOUND or words of their
 /// own, and over gRPC Nomad's client cannot tell one error from another. A broken connection,

@@ -107,7 +107,7 @@ async fn stats_until_exit(w: &mut DriverWorld) -> StepResult {
             r = &mut waiting => r?,
             _ = h.wait_end(budget) => {
                 let (inspect, _) = w.client()?.inspect_task(&id, w.config().timings.rpc).await;
-                running_at_end = Some(still_running(&inspect));
+                running_at_end = Some(super::lifecycle::task_running(&inspect));
                 waiting.await?
             }
         }
@@ -125,18 +125,6 @@ async fn stats_until_exit(w: &mut DriverWorld) -> StepResult {
     }
     w.stats = Some(Arc::new(h));
     Ok(())
-}
-
-/// Whether InspectTask says the task runs.
-pub(super) fn still_running(inspect: &crate::plugins::driver::DriverRpc) -> bool {
-    use crate::plugins::driver::drivers::TaskState;
-    inspect.ok()
-        && inspect
-            .response
-            .as_ref()
-            .and_then(|r| r.pointer("/task/state"))
-            .and_then(|s| s.as_i64())
-            == Some(TaskState::Running as i64)
 }
 
 /// Why a stats stream's end says nothing of whether the driver ends it when its task exits.

@@ -107,7 +107,7 @@ async fn relaunches(w: &mut DriverWorld) -> StepResult {
         let id = w.task(0)?.id.clone();
         let (inspect, _) = w.client()?.inspect_task(&id, w.config().timings.rpc).await;
         w.record(&inspect);
-        if super::observation::still_running(&inspect) {
+        if super::lifecycle::task_running(&inspect) {
             return Err(w.ctx().skip(
                 "the task was still running when the plugin came back (the harness cannot see this driver's task processes, waited 3 s for the exit shape's second, and InspectTask then said RUNNING): a task that exited while the plugin was down was not exercised",
             ));

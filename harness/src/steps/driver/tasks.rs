@@ -167,6 +167,15 @@ impl Shapes {
         Ok(out)
     }
 
+    /// The option the shapes came from (`--tasks` or `--task-command`), if any.
+    pub fn flag(&self) -> Option<&'static str> {
+        match self {
+            Shapes::Hcl(_) | Shapes::Toml(_) => Some("--tasks"),
+            Shapes::Command(_) => Some("--task-command"),
+            Shapes::None => None,
+        }
+    }
+
     /// The shapes the run can make.
     pub fn names(&self, p: &Placeholders) -> Result<Vec<String>, String> {
         Ok(match self {

@@ -510,6 +510,8 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::{cas_given, granted_then_asked_again};
+    use crate::plugins::lock::Operation;
+    use crate::plugins::lock::exchange::tests::exchange;
 
     #[test]
     fn cas_counts_as_nomad_reads_it() {
@@ -521,8 +523,6 @@ mod tests {
         assert!(!cas_given("lock-acquire&cas=&cas=3"));
         assert!(!cas_given("lock-acquire&cascade=1"));
     }
-    use crate::plugins::lock::Operation;
-    use crate::plugins::lock::exchange::tests::exchange;
 
     #[test]
     fn a_granted_acquire_asked_again_is_named_with_its_answer_time() {
