@@ -37,7 +37,7 @@ pub fn remove_later(dir: &Path) -> std::io::Result<()> {
     let w = worker.get_or_insert_with(start);
     if let Err(back) = w.queue.send(aside) {
         // The thread is gone (it cannot be, short of a panic): remove it here.
-        std::fs::remove_dir_all(&back.0)?;
+        crate::safe_remove::remove_tree_or_err(&back.0)?;
     }
     Ok(())
 }
@@ -61,11 +61,9 @@ fn start() -> Worker {
         .spawn(move || {
             let mut failed = Vec::new();
             for dir in dirs {
-                if let Err(e) = std::fs::remove_dir_all(&dir)
-                    && e.kind() != std::io::ErrorKind::NotFound
-                {
-                    failed.push(format!("failed to remove {}: {e}", dir.display()));
-                }
+                // Checked before it was handed over (nothing mounted beneath it); a mount made
+                // since is still never removed through.
+                failed.extend(crate::safe_remove::remove_tree(&dir));
             }
             failed
         })

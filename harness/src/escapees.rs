@@ -93,6 +93,50 @@ pub fn find(env: &[(String, String)]) -> Vec<ProcInfo> {
         .collect()
 }
 
+/// What a clause's processes may leave running detached, swept when the clause ends: every
+/// escapee carrying `env` is killed and named in the clause's notes (the Nomad client kills a
+/// task's whole cgroup when it stops it, so under Nomad it would not have outlived the task).
+#[derive(Debug)]
+pub struct Sweep {
+    pub env: Vec<(String, String)>,
+    /// Who started them, for the note.
+    pub what: String,
+}
+
+impl crate::ledger::Resource for Sweep {
+    fn describe(&self) -> String {
+        format!("processes {} left detached", self.what)
+    }
+
+    fn teardown(
+        self: Box<Self>,
+    ) -> futures::future::BoxFuture<'static, crate::ledger::TeardownOutcome> {
+        Box::pin(async move {
+            let mut outcome = crate::ledger::TeardownOutcome::default();
+            // Killing one can orphan its children into a session of their own: look again.
+            for _ in 0..SWEEP_ROUNDS {
+                let found = find(&self.env);
+                if found.is_empty() {
+                    break;
+                }
+                kill(&found).await;
+                for p in found {
+                    let line = format!(
+                        "{} left {p} running in a session of its own; the harness killed it",
+                        self.what
+                    );
+                    eprintln!("warning: {}", crate::secrets::redact(&line));
+                    outcome.notes.push(line);
+                }
+            }
+            outcome
+        })
+    }
+}
+
+/// How many times a sweep looks again after killing what it found.
+const SWEEP_ROUNDS: usize = 20;
+
 /// Kills each escapee's process group (it leads one after setsid) and reaps what dies.
 pub async fn kill(found: &[ProcInfo]) {
     let groups: Vec<i32> = found.iter().map(|p| p.pid).collect();
@@ -149,6 +193,42 @@ pub fn leftovers() -> Vec<ProcInfo> {
             cmdline: cmdline(pid),
         })
         .collect()
+}
+
+/// [`leftovers`] and every live descendant of theirs, wherever it went (its own session,
+/// its own group), so that one round of killing reaches a whole tree.
+pub fn leftovers_and_descendants() -> Vec<ProcInfo> {
+    let mut found = leftovers();
+    let mut pids: BTreeSet<i32> = found.iter().map(|p| p.pid).collect();
+    if pids.is_empty() {
+        return found;
+    }
+    let all: Vec<(i32, Stat)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, stat(pid)?)))
+        .filter(|(_, s)| !s.zombie)
+        .collect();
+    loop {
+        let more: Vec<i32> = all
+            .iter()
+            .filter(|(pid, s)| pids.contains(&s.ppid) && !pids.contains(pid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        for pid in more {
+            pids.insert(pid);
+            found.push(ProcInfo {
+                pid,
+                cmdline: cmdline(pid),
+            });
+        }
+    }
+    found
 }
 
 /// Kills each leftover (its process group and session with it) and reaps what dies.

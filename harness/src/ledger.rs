@@ -17,19 +17,23 @@ pub struct TeardownOutcome {
     pub leaked: Vec<String>,
     /// Things worth knowing that are not leaks (e.g. a mount the harness had to remove itself).
     pub notes: Vec<String>,
+    /// What the harness could not check or undo for reasons of its own (the mount table could
+    /// not be read): the clause's verdict cannot stand as a pass, and the plugin is not blamed.
+    pub errors: Vec<String>,
 }
 
 impl TeardownOutcome {
     pub fn leak(what: impl Into<String>) -> Self {
         TeardownOutcome {
             leaked: vec![what.into()],
-            notes: Vec::new(),
+            ..TeardownOutcome::default()
         }
     }
 
     pub fn absorb(&mut self, other: TeardownOutcome) {
         self.leaked.extend(other.leaked);
         self.notes.extend(other.notes);
+        self.errors.extend(other.errors);
     }
 }
 
@@ -180,24 +184,56 @@ pub fn remove_scratch(dir: &Path) -> TeardownOutcome {
 }
 
 /// Unmount what is still mounted under `dir` and detach loop devices on its files, each one
-/// reported as leaked. False when a mount could not be undone: then `dir` must stay.
+/// reported as leaked. False when a mount could not be undone, or when the mount table cannot
+/// be read: then `dir` must stay.
 fn clear_scratch(dir: &Path) -> (TeardownOutcome, bool) {
     let mut outcome = TeardownOutcome::default();
-    let mounts = mounts_under(dir);
-    for m in &mounts {
-        match nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH) {
-            Ok(()) => outcome.leaked.push(format!(
-                "{} was still mounted after the scenario's cleanup (the harness unmounted it)",
-                m.display()
-            )),
-            Err(e) => outcome.leaked.push(format!(
-                "{} is still mounted (umount failed: {e})",
-                m.display()
-            )),
+    let mounts = match crate::mounts::under(dir) {
+        Ok(m) => m,
+        Err(e) => {
+            outcome.errors.push(format!(
+                "{} left in place: what is mounted under it cannot be told ({e})",
+                crate::mounts::shown(dir)
+            ));
+            return (outcome, false);
         }
+    };
+    for m in &mounts {
+        // Stacked mounts come off one at a time: unmount while it is still a mount point.
+        let mut undone = false;
+        let mut failed = None;
+        for _ in 0..MAX_STACKED {
+            match crate::mounts::is_mount_point(m) {
+                Ok(false) => {
+                    undone = true;
+                    break;
+                }
+                Ok(true) => {}
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    break;
+                }
+            }
+            if let Err(e) = nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH) {
+                failed = Some(format!("umount failed: {e}"));
+                break;
+            }
+        }
+        outcome.leaked.push(if undone {
+            format!(
+                "{} was still mounted after the scenario's cleanup (the harness unmounted it)",
+                crate::mounts::shown(m)
+            )
+        } else {
+            format!(
+                "{} is still mounted ({}); left in place",
+                crate::mounts::shown(m),
+                failed.unwrap_or_else(|| format!("more than {MAX_STACKED} mounts stacked on it"))
+            )
+        });
     }
     // The mount table is read again only when something had to be unmounted.
-    if !mounts.is_empty() && !mounts_under(dir).is_empty() {
+    if !mounts.is_empty() && !crate::mounts::under(dir).is_ok_and(|m| m.is_empty()) {
         return (outcome, false);
     }
     // Loop devices on images in the directory (a plugin's state kept there) would pin the
@@ -225,43 +261,98 @@ fn clear_scratch(dir: &Path) -> (TeardownOutcome, bool) {
     (outcome, true)
 }
 
+/// How many mounts stacked on one path the harness takes off before it gives up and leaves
+/// the path in place.
+const MAX_STACKED: usize = 256;
+
+/// Remove the harness's own directory `dir`, never through a mount or a symlink: what is on
+/// another mount stays, and is told.
 fn remove_dir(dir: &Path) -> TeardownOutcome {
-    let mut outcome = TeardownOutcome::default();
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => outcome
-            .leaked
-            .push(format!("failed to remove {}: {e}", dir.display())),
+    TeardownOutcome {
+        leaked: crate::safe_remove::remove_tree(dir),
+        ..TeardownOutcome::default()
     }
-    outcome
 }
 
 /// Remove a path the plugin created outside the harness's scratch directories, after the caller
 /// has established that it is new and carries the run's token. Symlinks are removed, not
 /// followed.
 pub fn remove_stray(path: &Path) -> TeardownOutcome {
-    if !mounts_under(path).is_empty() || is_mount_point(path) {
-        return TeardownOutcome::leak(format!(
-            "{} is a mount the plugin made outside the volumes directory; left in place",
-            path.display()
-        ));
+    let mounted = crate::mounts::is_mount_point(path)
+        .and_then(|m| Ok(m || !crate::mounts::under(path)?.is_empty()));
+    match mounted {
+        Ok(false) => {}
+        Ok(true) => {
+            return TeardownOutcome::leak(format!(
+                "{} is a mount the plugin made outside the volumes directory; left in place",
+                crate::mounts::shown(path)
+            ));
+        }
+        Err(e) => {
+            return TeardownOutcome {
+                errors: vec![format!(
+                    "{} left in place: whether it is mounted cannot be told ({e})",
+                    crate::mounts::shown(path)
+                )],
+                ..TeardownOutcome::default()
+            };
+        }
     }
-    let result = match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return TeardownOutcome::default(),
-        Err(e) => Err(e),
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-    };
-    match result {
-        Ok(()) => TeardownOutcome {
-            leaked: Vec::new(),
+    if std::fs::symlink_metadata(path).is_err() {
+        return TeardownOutcome::default();
+    }
+    let left = crate::safe_remove::remove_tree(path);
+    if left.is_empty() {
+        TeardownOutcome {
             notes: vec![format!(
                 "the plugin created {} outside its volumes directory; the harness removed it",
-                path.display()
+                crate::mounts::shown(path)
             )],
-        },
-        Err(e) => TeardownOutcome::leak(format!("failed to remove {}: {e}", path.display())),
+            ..TeardownOutcome::default()
+        }
+    } else {
+        TeardownOutcome {
+            leaked: left,
+            ..TeardownOutcome::default()
+        }
+    }
+}
+
+/// A file the harness wrote into something that is not its own (a marker in a plugin's
+/// volume): removed at the end of the scenario if it is still there and still the harness's
+/// (it holds what was written), so that nothing the harness wrote outlives the run wherever
+/// the volume's path led.
+#[derive(Debug)]
+pub struct OwnFile {
+    pub path: PathBuf,
+    pub content: String,
+}
+
+impl Resource for OwnFile {
+    fn describe(&self) -> String {
+        format!("the harness's file {}", crate::mounts::shown(&self.path))
+    }
+
+    fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
+        blocking(move || {
+            match std::fs::symlink_metadata(&self.path) {
+                Ok(m) if m.is_file() => {}
+                _ => return TeardownOutcome::default(),
+            }
+            if std::fs::read_to_string(&self.path).is_ok_and(|s| s == self.content)
+                && let Err(e) = std::fs::remove_file(&self.path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                return TeardownOutcome {
+                    errors: vec![format!(
+                        "the harness could not remove its own file {}: {e}",
+                        crate::mounts::shown(&self.path)
+                    )],
+                    ..TeardownOutcome::default()
+                };
+            }
+            TeardownOutcome::default()
+        })
     }
 }
 
@@ -279,58 +370,6 @@ impl Resource for StrayPath {
     fn teardown(self: Box<Self>) -> BoxFuture<'static, TeardownOutcome> {
         blocking(move || remove_stray(&self.path))
     }
-}
-
-/// Mount points strictly below `dir`, deepest first, from /proc/self/mountinfo.
-pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let mut prefix = dir.as_os_str().to_string_lossy().into_owned();
-    if !prefix.ends_with('/') {
-        prefix.push('/');
-    }
-    let mut found: Vec<PathBuf> = mount_points()
-        .into_iter()
-        .filter(|m| m.to_string_lossy().starts_with(&prefix))
-        .collect();
-    found.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
-    found.dedup();
-    found
-}
-
-pub fn is_mount_point(path: &Path) -> bool {
-    mount_points().iter().any(|m| m == path)
-}
-
-fn mount_points() -> Vec<PathBuf> {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| PathBuf::from(unescape_mountinfo(m)))
-        .collect()
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
-fn unescape_mountinfo(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4]
-                .iter()
-                .all(|b| (b'0'..=b'7').contains(b))
-        {
-            let v = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -419,13 +458,6 @@ mod tests {
     }
 
     #[test]
-    fn mountinfo_escapes() {
-        assert_eq!(unescape_mountinfo(r"/a\040b\134c"), "/a b\\c");
-        assert_eq!(unescape_mountinfo(r"/plain"), "/plain");
-        assert_eq!(unescape_mountinfo(r"/end\04"), r"/end\04");
-    }
-
-    #[test]
     fn scratch_removal_does_not_follow_symlinks() {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("keep"), "x").unwrap();
@@ -459,12 +491,49 @@ mod tests {
         )
         .unwrap();
         std::fs::write(m.join("f"), "x").unwrap();
-        assert_eq!(mounts_under(&dir), vec![m.clone()]);
+        assert_eq!(crate::mounts::under(&dir).unwrap(), vec![m.clone()]);
         let out = remove_scratch(&dir);
         assert_eq!(out.leaked.len(), 1, "{:?}", out.leaked);
         assert!(out.leaked[0].contains("still mounted"), "{:?}", out.leaked);
         assert!(!dir.exists(), "the directory is removed once unmounted");
-        assert!(mounts_under(scratch.path()).is_empty());
+        assert!(crate::mounts::under(scratch.path()).unwrap().is_empty());
+    }
+
+    /// Eleven mounts stacked on one path all come off before the directory goes; the files
+    /// of the bind-mounted directory beneath them stay.
+    #[test]
+    fn scratch_removal_unmounts_stacked_mounts_and_never_removes_through_one() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: mounting needs root");
+            assert!(std::env::var_os("CI").is_none(), "CI must run this as root");
+            return;
+        }
+        let canary = tempfile::tempdir().unwrap();
+        std::fs::write(canary.path().join("precious"), "x").unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("s");
+        let m = dir.join("vol");
+        std::fs::create_dir_all(&m).unwrap();
+        for _ in 0..11 {
+            nix::mount::mount(
+                Some(canary.path()),
+                &m,
+                None::<&str>,
+                nix::mount::MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .unwrap();
+        }
+        let out = remove_scratch(&dir);
+        assert_eq!(out.leaked.len(), 1, "{:?}", out.leaked);
+        assert!(
+            out.leaked[0].contains("the harness unmounted it"),
+            "{:?}",
+            out.leaked
+        );
+        assert!(!dir.exists(), "the directory is removed once unmounted");
+        assert!(canary.path().join("precious").exists());
+        assert!(!crate::mounts::is_mount_point(&m).unwrap());
     }
 
     #[test]

@@ -43,7 +43,7 @@ impl Resource for LoopWatch {
                     .iter()
                     .map(|a| format!("{a} is still attached after the scenario's cleanup"))
                     .collect(),
-                notes: Vec::new(),
+                ..TeardownOutcome::default()
             }
         })
     }

@@ -478,6 +478,7 @@ async fn spawn(spec: &ExecSpec) -> io::Result<tokio::process::Child> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    crate::exec_signals::reset_on_tokio_spawn(&mut cmd);
     if let Some(limit) = spec.file_size_limit {
         // SAFETY: setrlimit(2) is async-signal-safe, and the closure touches nothing else.
         unsafe {

@@ -37,6 +37,8 @@ pub struct CaseState {
     pub events: Vec<OpEvent>,
     pub hint: Option<Hint>,
     pub leaked: Vec<String>,
+    /// What the harness could not check in the clause's cleanup, for reasons of its own.
+    pub cleanup_errors: Vec<String>,
     pub notes: Vec<String>,
     /// Artefacts for people to look at (a timeline drawing, a log), in the order attached.
     pub attachments: Vec<Attachment>,
@@ -68,6 +70,7 @@ pub fn new_case() -> CaseHandle {
         events: Vec::new(),
         hint: None,
         leaked: Vec::new(),
+        cleanup_errors: Vec::new(),
         notes: Vec::new(),
         attachments: Vec::new(),
     }))
@@ -320,6 +323,19 @@ impl RunStore {
                     r.push_str(&text);
                     r
                 }
+                None => text,
+            });
+        }
+        if !state.cleanup_errors.is_empty() {
+            // The harness could not check what the clause left: a pass cannot stand, and a
+            // plugin's failure is kept with the harness's words beside it.
+            let list = state.cleanup_errors.join("\n  ");
+            let text = format!("harness error in the cleanup:\n  {list}");
+            if verdict == Verdict::Pass {
+                verdict = Verdict::Error;
+            }
+            reason = Some(match reason {
+                Some(r) => format!("{r}\n\n{text}"),
                 None => text,
             });
         }

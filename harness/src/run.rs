@@ -185,7 +185,7 @@ pub async fn execute<W: SuiteWorld>(
             if !left.is_empty() {
                 let outcome = crate::ledger::TeardownOutcome {
                     leaked: left,
-                    notes: Vec::new(),
+                    ..crate::ledger::TeardownOutcome::default()
                 };
                 note_interrupted_cleanup(&store, &key, outcome);
             }

@@ -186,6 +186,7 @@ impl<C> ScenarioCtx<C> {
         self.run.store.release_ledger(&self.clause.key);
         let mut state = lock(&self.case);
         state.leaked.extend(outcome.leaked);
+        state.cleanup_errors.extend(outcome.errors);
         state.notes.extend(outcome.notes);
     }
 }

@@ -119,6 +119,7 @@ fixtures! {
     restore_keeps_vanished => "restore-keeps-vanished",
     update_ignores_capacity => "update-ignores-capacity",
     variant_non_ascii_error => "variant-non-ascii-error",
+    variant_relies_on_signals => "variant-relies-on-signals",
 }
 
 /// A plugin whose fingerprint starts a background job guarded by a node-wide lock (only one

@@ -81,6 +81,13 @@ pub async fn run_suite<S: Suite>(
     let profile = Profile::load(common.profile.as_deref())?;
     let (features, clauses, mut selection) = load_suite(S::KIND, common)?;
     let parent = suite.scratch_parent()?;
+    // What a clause leaves mounted is found, and what it made is removed without crossing a
+    // mount, by reading the mount table: a run that cannot read it cannot keep that promise.
+    if let Err(e) = crate::mounts::MountTable::read() {
+        return Err(HarnessError::Internal(format!(
+            "{e}: the harness cannot tell what a plugin leaves mounted, so it runs nothing"
+        )));
+    }
     let run_id = super::new_run_id();
     let seed = super::seed_or_random(common.seed);
     let scratch = super::make_scratch_base(&parent, &run_id)?;
@@ -90,6 +97,9 @@ pub async fn run_suite<S: Suite>(
         scratch,
         profile,
     };
+    // Whatever any kind's plugin starts and abandons comes back to the harness, which can then
+    // find and kill it at the end of the run (the lock suite's clients included).
+    crate::escapees::become_subreaper();
     let interrupts = super::Interrupts::get();
     let prepared = tokio::select! {
         p = suite.prepare(&start, &clauses, &mut selection) => p,
@@ -207,13 +217,25 @@ fn interrupted_before_any_clause<S: Suite>(
 /// then every process that is still the harness's child (a daemon a plugin detached, found
 /// because the harness is its subreaper) and whatever still runs in its directory, then remove
 /// the directory. Each survivor is named on stderr and returned, for the record.
+/// How many times the end of a run looks again for what killing the last ones orphaned.
+const END_SWEEP_ROUNDS: usize = 50;
+
 async fn end_of_run(scratch: &std::path::Path) -> Vec<String> {
     crate::process::kill_all_live_groups();
     let mut survivors = Vec::new();
-    let left = crate::escapees::leftovers();
-    if !left.is_empty() {
+    // Killing a process orphans its children to the harness (the subreaper): look again until
+    // nothing is left, so that a daemon two sessions deep is found once its parent is gone.
+    let mut told = std::collections::BTreeSet::new();
+    for _ in 0..END_SWEEP_ROUNDS {
+        let left = crate::escapees::leftovers_and_descendants();
+        if left.is_empty() {
+            break;
+        }
         crate::escapees::kill_leftovers(&left).await;
         for p in &left {
+            if !told.insert(p.pid) {
+                continue;
+            }
             let line = format!(
                 "a process the run started was still running at its end, detached from the plugin that started it: {p} (killed)"
             );

@@ -254,7 +254,7 @@ async fn probe_version(plugin: &Plugin, profile: &Profile, scratch: &Path) -> Op
             profile.dhv.fingerprint_kill_deadline(),
         )
         .await;
-    let _ = std::fs::remove_dir_all(&cwd);
+    let _ = crate::safe_remove::remove_tree(&cwd);
     match version_field(&call.stdout_json().ok()?) {
         VersionField::Present(v) if call.succeeded() => Some(v),
         _ => None,

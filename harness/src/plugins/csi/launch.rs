@@ -107,6 +107,7 @@ impl Launcher {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        crate::exec_signals::reset_on_tokio_spawn(&mut cmd);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("failed to start {}: {e}", self.argv[0]))?;

@@ -128,8 +128,9 @@ pub fn main(argv: &[std::ffi::OsString]) -> i32 {
             let _ = writeln!(report, "{text}");
         }
     };
-    // Every signal is taken from a queue below, never by a handler: blocked here, unblocked
-    // in the plugin (std's spawn resets the child's signal mask).
+    // Every signal is taken from a queue below, never by a handler: blocked here. The plugin
+    // starts with nothing blocked and every disposition the default, as Go's os/exec starts it
+    // (exec_signals).
     let all = SigSet::all();
     if sigprocmask(SigmaskHow::SIG_BLOCK, Some(&all), None).is_err() {
         return 125;
@@ -140,11 +141,10 @@ pub fn main(argv: &[std::ffi::OsString]) -> i32 {
     }
     // The plugin, as Nomad runs it: its path, the operation, the environment this process was
     // given (exactly Nomad's), stdout and stderr the harness's pipes, in this process group.
-    let child = match std::process::Command::new(&args.plugin)
-        .arg(&args.op)
-        .stdin(std::process::Stdio::null())
-        .spawn()
-    {
+    let mut command = std::process::Command::new(&args.plugin);
+    command.arg(&args.op).stdin(std::process::Stdio::null());
+    crate::exec_signals::reset_on_spawn(&mut command);
+    let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             // As Go reports a failed start: no status at all.
@@ -401,7 +401,7 @@ fn private_tmp(dir: &Path, keep: &[PathBuf]) -> (bool, String) {
 /// the private directory and the working directory must stay reachable.
 fn release_copied_mounts(keep: &[PathBuf]) {
     let kept = |m: &Path| keep.iter().any(|k| k.starts_with(m) || m.starts_with(k));
-    for m in crate::ledger::mounts_under(Path::new("/tmp")) {
+    for m in crate::mounts::under(Path::new("/tmp")).unwrap_or_default() {
         if !kept(&m) {
             let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
         }

@@ -253,6 +253,7 @@ async fn spawn(spec: &LaunchSpec) -> std::io::Result<tokio::process::Child> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    crate::exec_signals::reset_on_tokio_spawn(&mut cmd);
     crate::process::spawn_retrying(&mut cmd).await
 }
 

@@ -438,9 +438,11 @@ pub fn destroy_cgroup(cgroups: &Cgroups, path: &Path) {
 }
 
 /// Unmount everything mounted under `dir`, deepest first (detaching busy ones): what the
-/// client does to a task directory when it destroys it. Returns what it unmounted.
+/// client does to a task directory when it destroys it. Returns what it unmounted. Where the
+/// mount table cannot be read nothing is unmounted; the directory's removal then leaves every
+/// mount in place on its own (`safe_remove`).
 pub fn unmount_under(dir: &Path) -> Vec<PathBuf> {
-    let mut mounts = crate::ledger::mounts_under(dir);
+    let mut mounts = crate::mounts::under(dir).unwrap_or_default();
     mounts.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
     let mut done = Vec::new();
     for m in mounts {

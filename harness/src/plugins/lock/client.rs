@@ -331,6 +331,7 @@ fn spawn_task(
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
+    crate::exec_signals::reset_on_tokio_spawn(&mut cmd);
     let mut child = cmd.spawn()?;
     let started = Instant::now();
     let pid = child.id().map(|p| p as i32).unwrap_or(0);

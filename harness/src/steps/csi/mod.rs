@@ -1070,9 +1070,9 @@ fn make_dir(p: &Path) -> Result<(), String> {
         .map_err(|e| format!("failed to create {}: {e}", p.display()))
 }
 
-/// Whether `path` is a mount point now.
-pub fn is_mounted(path: &Path) -> bool {
-    crate::ledger::is_mount_point(path)
+/// Whether `path` is a mount point now; an error when that cannot be told.
+pub fn is_mounted(path: &Path) -> std::io::Result<bool> {
+    crate::mounts::is_mount_point(path)
 }
 
 /// Call the identity service (no ledger, no tracking).

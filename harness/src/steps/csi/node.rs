@@ -459,7 +459,13 @@ async fn unpublishes_unpublished(w: &mut CsiWorld) -> StepResult {
 #[then("the target path is no longer mounted")]
 async fn target_unmounted(w: &mut CsiWorld) -> StepResult {
     let alloc = first_alloc(w)?;
-    if !is_mounted(&alloc.target) {
+    let mounted = is_mounted(&alloc.target).map_err(|e| {
+        w.ctx().harness_error(format!(
+            "cannot tell whether {} is mounted: {e}",
+            alloc.target.display()
+        ))
+    })?;
+    if !mounted {
         return Ok(());
     }
     let rpc = w.last_call()?;

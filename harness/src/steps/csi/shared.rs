@@ -169,6 +169,7 @@ impl Shared {
             told.notes.push(line);
         }
         told.notes.extend(outcome.notes);
+        told.errors.extend(outcome.errors);
         told
     }
 

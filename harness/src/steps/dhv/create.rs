@@ -183,53 +183,26 @@ async fn path_vanishes(w: &mut DhvWorld) -> StepResult {
 }
 
 /// Unmount `path` while it is a mount point, then remove it: what a reboot does to a mount,
-/// and to a directory on a tmpfs.
+/// and to a directory on a tmpfs. A path still mounted after that (more mounts stacked on it
+/// than the harness takes off, or one it cannot unmount) is left in place with all beneath it,
+/// and so is anything under it on another mount: never removed through.
 fn vanish(path: &Path) -> std::io::Result<()> {
-    for _ in 0..10 {
-        if !is_mount_point(path) {
+    for _ in 0..MAX_STACKED {
+        if !crate::mounts::is_mount_point(path)? {
             break;
         }
         nix::mount::umount2(path, nix::mount::MntFlags::empty()).map_err(std::io::Error::from)?;
     }
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(_) => Ok(()),
+    if crate::mounts::is_mount_point(path)? {
+        return Err(std::io::Error::other(format!(
+            "it is still a mount point after {MAX_STACKED} unmounts; left in place"
+        )));
     }
+    crate::safe_remove::remove_tree_or_err(path)
 }
 
-/// Whether `path` is a mount point (listed in /proc/self/mountinfo).
-fn is_mount_point(path: &Path) -> bool {
-    let Ok(canon) = std::fs::canonicalize(path) else {
-        return false;
-    };
-    let canon = canon.to_string_lossy().into_owned();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| unescape_mountinfo(m) == canon)
-}
-
-/// A mountinfo path with its octal escapes (`\040` for a space) decoded.
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
-        {
-            out.push(v);
-            i += 4;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+/// How many mounts stacked on a volume's path the harness takes off before it leaves it.
+const MAX_STACKED: usize = 256;
 
 #[then("the reported path exists again")]
 async fn path_exists_again(w: &mut DhvWorld) -> StepResult {

@@ -432,9 +432,22 @@ impl DhvWorld {
             );
             return Err(self.ctx().blocked("DHV-CREATE-OWN-PATH", text));
         }
+        // Never written through a symlink out of the run's own directory: a volume path that
+        // leads elsewhere (a link to the user's data) is not the harness's to write into.
+        if let Some(outside) = self.resolves_outside_run(&path) {
+            return Err(self.ctx().skip(format!(
+                "the volume's path {path} resolves to {} through a symlink, outside the run's scratch directory: the harness writes nothing there",
+                outside.display()
+            )));
+        }
         let token = format!("{}-{i}", self.ctx().token);
         let file = Path::new(&path).join(format!("nomad-conform-{token}.txt"));
-        if let Err(e) = std::fs::write(&file, &token) {
+        // Removed at the end of the scenario whatever becomes of the volume.
+        self.ctx().ledger.track(crate::ledger::OwnFile {
+            path: file.clone(),
+            content: token.clone(),
+        });
+        if let Err(e) = write_new(&file, &token) {
             let text = self.fail_after(
                 "precondition: the volume's path is a writable directory",
                 &format!("writing {} failed: {e}", file.display()),
@@ -445,6 +458,18 @@ impl DhvWorld {
         }
         self.volumes[i].marker = Some((file, token));
         Ok(())
+    }
+
+    /// Where `path` leads when a symlink on the way takes it out of the run's scratch directory.
+    /// A path outside the run with no symlink on the way is where the plugin keeps its volumes
+    /// itself, and not this.
+    fn resolves_outside_run(&self, path: &str) -> Option<PathBuf> {
+        let resolved = std::fs::canonicalize(path).ok()?;
+        if resolved == lexically_normal(Path::new(path)) {
+            return None;
+        }
+        let run = std::fs::canonicalize(&self.ctx().run.scratch_base).ok()?;
+        (!resolved.starts_with(run)).then_some(resolved)
     }
 
     /// Check that the marker of volume `i` is still there, unchanged.
@@ -753,6 +778,35 @@ pub fn created_problem(call: &Call) -> Option<String> {
 }
 
 /// Every path under `dir` (not following symlinks), at most 10 000 entries.
+/// `path` with `.` and `..` taken away lexically, symlinks untouched.
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(s) => out.push(s),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Write `content` to a new file at `path`: never through a symlink, never over a file that
+/// is already there.
+fn write_new(path: &Path, content: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?
+        .write_all(content.as_bytes())
+}
+
 pub fn list_tree(dir: &Path) -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];

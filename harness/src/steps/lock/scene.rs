@@ -78,6 +78,8 @@ pub struct Scene {
     pub other_released: Option<Instant>,
     dir: PathBuf,
     recorded: bool,
+    /// The clause's ledger: what a client leaves running detached is swept there.
+    ledger: crate::ledger::Ledger,
 }
 
 impl Scene {
@@ -149,6 +151,7 @@ impl Scene {
             other_released: None,
             dir,
             recorded: false,
+            ledger: ctx.ledger.clone(),
         })
     }
 
@@ -203,6 +206,12 @@ impl Scene {
         let c = RunningClient::start(&spec, &opts)
             .await
             .map_err(|e| e.to_string())?;
+        // A client's descendant that left its session (`setsid cmd &`) is found by the
+        // client's environment when the clause ends, killed, and told with the clause.
+        self.ledger.track(crate::escapees::Sweep {
+            env: c.env().to_vec(),
+            what: format!("lock client {label}"),
+        });
         self.clients.push(c);
         Ok(self.clients.last().expect("just pushed"))
     }
