@@ -87,6 +87,7 @@ fn per_call(calls: usize) -> (Duration, Duration) {
         file_size_limit: None,
         // As every plugin call of a run: the free space of its filesystems is watched.
         disk_watch: nomad_conform::disk_guard::DiskWatch::new(&[std::env::temp_dir()]),
+        alone: false,
     };
     let harness: Vec<Duration> = (0..calls)
         .map(|_| {

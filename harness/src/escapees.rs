@@ -77,6 +77,27 @@ fn has_env(pid: i32, env: &[(String, String)]) -> bool {
     })
 }
 
+/// Live children of the harness in a session other than its own: whatever left a process group
+/// the harness started and was orphaned to it, whoever started it.
+pub fn detached() -> Vec<ProcInfo> {
+    let Ok(my_session) = getsid(None) else {
+        return Vec::new();
+    };
+    children()
+        .into_iter()
+        .filter(|(_, s)| !s.zombie && s.session != my_session.as_raw())
+        .map(|(pid, _)| ProcInfo {
+            pid,
+            cmdline: cmdline(pid),
+        })
+        .collect()
+}
+
+/// The PIDs of [`detached`].
+pub fn detached_pids() -> BTreeSet<i32> {
+    detached().into_iter().map(|p| p.pid).collect()
+}
+
 /// Live children of the harness that left its session and carry `env`: processes a plugin call
 /// with that environment started and that escaped its process group.
 pub fn find(env: &[(String, String)]) -> Vec<ProcInfo> {

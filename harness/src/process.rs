@@ -51,6 +51,9 @@ pub struct ExecSpec {
     pub file_size_limit: Option<u64>,
     /// Filesystems the call may write to: it is stopped if one falls below its floor.
     pub disk_watch: crate::disk_guard::DiskWatch,
+    /// No other process of the run's subject runs during this call: a process that left its
+    /// session during the call is this call's, even with an environment of its own (`env -i`).
+    pub alone: bool,
 }
 
 pub(crate) use crate::procfs::proc_stat;
@@ -298,6 +301,7 @@ impl Drop for GroupGuard {
 /// Run `spec` to completion (or to its deadline) and report everything observed.
 pub async fn run(spec: &ExecSpec) -> ExecOutput {
     crate::escapees::become_subreaper();
+    let detached_before = spec.alone.then(crate::escapees::detached_pids);
     let started = Instant::now();
     let mut child = match spawn(spec).await {
         Ok(c) => c,
@@ -381,7 +385,15 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     if output_held_open || !strays.is_empty() || status == ExitStatus::KilledAtDeadline {
         crate::escapees::reap_group(pgid).await;
     }
-    let escaped = crate::escapees::find(&spec.env);
+    let mut escaped = crate::escapees::find(&spec.env);
+    if let Some(before) = &detached_before {
+        let named: Vec<i32> = escaped.iter().map(|p| p.pid).collect();
+        escaped.extend(
+            crate::escapees::detached()
+                .into_iter()
+                .filter(|p| !before.contains(&p.pid) && !named.contains(&p.pid)),
+        );
+    }
     if !escaped.is_empty() {
         crate::escapees::kill(&escaped).await;
         strays_killed = true;
@@ -571,6 +583,7 @@ mod tests {
             settle: Duration::from_millis(300),
             file_size_limit: None,
             disk_watch: Default::default(),
+            alone: false,
         }
     }
 

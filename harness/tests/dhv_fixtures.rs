@@ -120,6 +120,9 @@ fixtures! {
     update_ignores_capacity => "update-ignores-capacity",
     variant_non_ascii_error => "variant-non-ascii-error",
     variant_relies_on_signals => "variant-relies-on-signals",
+    create_leaves_files => "create-leaves-files",
+    variant_cleans_its_tmp => "variant-cleans-its-tmp",
+    leaves_detached_daemon => "leaves-detached-daemon",
 }
 
 /// A plugin whose fingerprint starts a background job guarded by a node-wide lock (only one

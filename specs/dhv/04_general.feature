@@ -73,6 +73,19 @@ Feature: general
     When Nomad fingerprints, creates and deletes a volume
     Then no call left a process of the plugin running
 
+  @DHV-GENERAL-NO-LEFTOVERS @should
+  Scenario: create and delete leave nothing behind outside the volume
+    Every volume's life runs create and delete once. What they leave in the Nomad agent's
+    working directory (the client starts the plugin without setting a directory,
+    client/hostvolumemanager/host_volume_plugin.go), the plugin directory or /tmp once the
+    volume is deleted is never cleaned up by Nomad, and piles up on the node with every volume.
+    The calls run while no other call of the plugin does, with a /tmp of their own (as for
+    DHV-FINGERPRINT-NO-SIDE-EFFECTS), so that what they leave there is seen and nothing else is.
+    A file made and removed again by the calls is not counted.
+
+    When Nomad creates and deletes a volume while nothing else of it runs
+    Then nothing was left in the working directory, the plugin directory or /tmp
+
   @DHV-GENERAL-NO-GROUP-SIGNAL @must
   Scenario: the plugin never signals its process group
     The Nomad client starts the plugin with exec.CommandContext and no Setpgid

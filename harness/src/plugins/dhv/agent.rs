@@ -66,6 +66,9 @@ pub struct Args {
     pub private_tmp: Option<PathBuf>,
     pub plugin: PathBuf,
     pub op: String,
+    /// Trees besides the plugin's that must stay visible at their own paths in a private /tmp
+    /// (the volumes directory of a create or delete).
+    pub keep: Vec<PathBuf>,
 }
 
 impl Args {
@@ -82,11 +85,14 @@ impl Args {
             self.plugin.display().to_string(),
             self.op.clone(),
         ]
+        .into_iter()
+        .chain(self.keep.iter().map(|k| k.display().to_string()))
+        .collect()
     }
 
     fn parse(argv: &[std::ffi::OsString]) -> Option<Args> {
         let s = |i: usize| argv.get(i).map(PathBuf::from);
-        if argv.get(1)?.to_str()? != ARG || argv.len() != 7 {
+        if argv.get(1)?.to_str()? != ARG || argv.len() < 7 {
             return None;
         }
         let tmp = s(4)?;
@@ -96,6 +102,7 @@ impl Args {
             private_tmp: (tmp != Path::new("-")).then_some(tmp),
             plugin: s(5)?,
             op: argv.get(6)?.to_str()?.to_string(),
+            keep: argv[7..].iter().map(PathBuf::from).collect(),
         })
     }
 }
@@ -136,7 +143,9 @@ pub fn main(argv: &[std::ffi::OsString]) -> i32 {
         return 125;
     }
     if let Some(dir) = &args.private_tmp {
-        let (private, note) = private_tmp(dir, &kept_under_tmp(&args.plugin));
+        let trees =
+            std::iter::once(args.plugin.as_path()).chain(args.keep.iter().map(|k| k.as_path()));
+        let (private, note) = private_tmp(dir, &kept_under_tmp(trees));
         put(&Line::Tmp { private, note });
     }
     // The plugin, as Nomad runs it: its path, the operation, the environment this process was
@@ -155,6 +164,10 @@ pub fn main(argv: &[std::ffi::OsString]) -> i32 {
     let pid = child.id() as i32;
     // std's Child is not used to wait: the status is taken with waitpid below.
     std::mem::forget(child);
+    // The stand-in lets go of the harness's pipes at once: they close when the plugin and what
+    // it started close them, never later because the stand-in was slow to notice the exit (a
+    // loaded machine once made that look like a plugin holding its output open).
+    release_output();
     put(&Line::Started { pid });
     let deadline = started + args.deadline;
     let ended = loop {
@@ -193,6 +206,18 @@ pub fn main(argv: &[std::ffi::OsString]) -> i32 {
             signal: Some(s), ..
         } => 128 + s,
         _ => 125,
+    }
+}
+
+/// Point this process's stdout and stderr at /dev/null.
+fn release_output() {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: dup2 onto the standard descriptors; `null` stays open for the call.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO);
+            libc::dup2(null.as_raw_fd(), libc::STDERR_FILENO);
+        }
     }
 }
 
@@ -246,23 +271,22 @@ pub fn signal_name(n: i32) -> String {
 }
 
 /// What must stay visible at its own path inside a private /tmp for the plugin to run: the top
-/// of the tree under /tmp it lives in (`/tmp/repo` for `/tmp/repo/fixtures/p/plugin`, so that
-/// files beside it stay reachable too), for its path as given and for the file it resolves to.
-/// Empty when the plugin is not under /tmp.
-pub fn kept_under_tmp(plugin: &Path) -> Vec<PathBuf> {
+/// of the tree under /tmp each of `paths` lives in (`/tmp/repo` for
+/// `/tmp/repo/fixtures/p/plugin`, so that files beside it stay reachable too), for each path as
+/// given and for what it resolves to. Empty when none is under /tmp.
+pub fn kept_under_tmp<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Vec<PathBuf> {
     let top = |p: &Path| {
         let rest = p.strip_prefix("/tmp").ok()?;
         let first = rest.components().next()?;
         Some(Path::new("/tmp").join(first))
     };
-    let mut kept: Vec<PathBuf> = [
-        Some(plugin.to_path_buf()),
-        std::fs::canonicalize(plugin).ok(),
-    ]
-    .into_iter()
-    .flatten()
-    .filter_map(|p| top(&p))
-    .collect();
+    let mut kept: Vec<PathBuf> = paths
+        .into_iter()
+        .flat_map(|p| [Some(p.to_path_buf()), std::fs::canonicalize(p).ok()])
+        .flatten()
+        .filter_map(|p| top(&p))
+        .collect();
+    kept.sort();
     kept.dedup();
     kept
 }
@@ -466,6 +490,7 @@ mod tests {
             private_tmp: None,
             plugin: "/p/plug in".into(),
             op: "create".into(),
+            keep: Vec::new(),
         };
         let mut argv: Vec<std::ffi::OsString> = vec!["/proc/self/exe".into()];
         argv.extend(a.to_argv().into_iter().map(Into::into));
@@ -473,6 +498,7 @@ mod tests {
         assert_eq!(Args::parse(&argv), Some(a.clone()));
         let b = Args {
             private_tmp: Some("/t".into()),
+            keep: vec!["/tmp/run/volumes".into(), "/tmp/other dir".into()],
             ..a
         };
         let mut argv: Vec<std::ffi::OsString> = vec!["x".into()];

@@ -69,6 +69,9 @@ pub struct CallOpts {
     pub linger: Option<Duration>,
     /// The caller holds [`Plugin::alone`]: do not take the gate again.
     pub alone: bool,
+    /// With `private_tmp`: trees under /tmp that must stay visible at their own paths (the
+    /// volumes directory of a create or delete).
+    pub keep_visible: Vec<PathBuf>,
 }
 
 /// Extra time the harness gives a call past its deadline, so that the stand-in, not the
@@ -177,6 +180,7 @@ impl Plugin {
                     private_tmp: opts.private_tmp.clone(),
                     plugin: self.path.clone(),
                     op: op.to_string(),
+                    keep: opts.keep_visible.clone(),
                 }
                 .to_argv();
                 (agent.clone(), argv, deadline + AGENT_MARGIN, Some(report))
@@ -196,6 +200,7 @@ impl Plugin {
             file_size_limit: (opts.expect == Some(Expect::MeantToFail))
                 .then_some(crate::disk_guard::FAILING_CALL_FILE_SIZE),
             disk_watch: crate::disk_guard::DiskWatch::new(&watched_dirs(cwd, &env)),
+            alone: opts.alone,
         };
         let volumes_dir_existed = env
             .iter()

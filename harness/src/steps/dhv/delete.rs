@@ -51,17 +51,23 @@ async fn deletes_never_created(w: &mut DhvWorld) -> StepResult {
         .await;
     if !call.succeeded() {
         // Does the plugin fail every delete, of an existing volume too? Then that is what is
-        // wrong, and DHV-DELETE-EXIT-ZERO judges it.
-        let ordinary = w
-            .delete(0, "delete (an existing volume, to compare)")
-            .await?;
-        if !ordinary.succeeded() {
-            w.root_problem = Some(Problem {
-                root: exit_clause(&ordinary),
-                expected: "an ordinary delete of an existing volume exits with status 0".into(),
-                seen: ordinary.summary(),
-                calls: vec![ordinary],
-            });
+        // wrong, and DHV-DELETE-EXIT-ZERO judges it. The comparison needs a volume; where
+        // create fails, there is none, and this delete is judged on its own (it needs no
+        // create).
+        let i = w.add_volume();
+        let created = w.create(i, "create (a volume to compare with)").await?;
+        if created.succeeded() && w.created_path(i).is_ok() {
+            let ordinary = w
+                .delete(i, "delete (an existing volume, to compare)")
+                .await?;
+            if !ordinary.succeeded() {
+                w.root_problem = Some(Problem {
+                    root: exit_clause(&ordinary),
+                    expected: "an ordinary delete of an existing volume exits with status 0".into(),
+                    seen: ordinary.summary(),
+                    calls: vec![ordinary],
+                });
+            }
         }
     }
     w.last = vec![call];

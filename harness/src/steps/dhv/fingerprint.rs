@@ -1,30 +1,11 @@
 //! Steps of the fingerprint feature.
 
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
-
 use cucumber::{then, when};
 
-use super::{DhvWorld, StepResult, list_paths, list_tree};
+use super::{DhvWorld, StepResult, list_paths};
 use crate::goversion::GoVersion;
 use crate::plugins::dhv::response::{VersionField, version_field};
 use crate::plugins::dhv::{CallOpts, EnvPolicy};
-
-/// Top-level entries of a directory with their modification times.
-fn entries_with_mtime(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>)> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| {
-                    let m = e.metadata().ok().and_then(|m| m.modified().ok());
-                    (e.path(), m)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
 
 #[when("Nomad fingerprints the plugin")]
 async fn fingerprints(w: &mut DhvWorld) {
@@ -38,12 +19,11 @@ async fn fingerprints(w: &mut DhvWorld) {
 /// writes under /tmp lands there, where it can be seen and nowhere else.
 #[when("Nomad fingerprints the plugin while nothing else of it runs")]
 async fn fingerprints_alone(w: &mut DhvWorld) -> StepResult {
-    let plugin = w.plugin();
     let tmp = w.ctx().scratch().join("tmp");
     std::fs::create_dir_all(&tmp)
         .map_err(|e| w.ctx().harness_error(format!("{}: {e}", tmp.display())))?;
     w.alone().await;
-    w.fingerprint_before = Some((list_tree(&w.cwd()), entries_with_mtime(&plugin.dir)));
+    w.watch_outside_before(&tmp);
     let opts = CallOpts {
         private_tmp: Some(tmp.clone()),
         ..CallOpts::default()
@@ -60,7 +40,6 @@ async fn fingerprints_alone(w: &mut DhvWorld) -> StepResult {
         )
         .await;
     w.together();
-    w.private_tmp = Some(tmp);
     w.last = vec![call];
     Ok(())
 }
@@ -143,58 +122,14 @@ fn answer_readable(w: &DhvWorld, call: &crate::plugins::dhv::Call) -> StepResult
 
 #[then("nothing was written into the working directory, the plugin directory or /tmp")]
 async fn no_side_effects(w: &mut DhvWorld) -> StepResult {
-    let call = w.last_call()?;
-    let Some((cwd_before, plugin_before)) = &w.fingerprint_before else {
-        return Err(w
-            .ctx()
-            .harness_error("no listing was taken before fingerprint"));
-    };
-    let cwd_now = list_tree(&w.cwd());
-    let mut changed: Vec<PathBuf> = cwd_now.difference(cwd_before).cloned().collect();
-    let plugin_now = entries_with_mtime(&w.plugin().dir);
-    for entry in &plugin_now {
-        if !plugin_before.contains(entry) {
-            changed.push(entry.0.clone());
-        }
-    }
-    let tmp = w.private_tmp.clone().unwrap_or_default();
-    let isolated = call
-        .agent
-        .as_ref()
-        .and_then(|a| a.tmp.clone())
-        .filter(|(private, _)| *private);
-    match &isolated {
-        // What the plugin wrote under its /tmp is in the scenario's directory; shown as the
-        // plugin saw it.
-        // A plugin living under /tmp had its tree mounted back at its own path: the empty
-        // mount points the stand-in made for it are not the plugin's writing.
-        Some(_) => {
-            let kept = crate::plugins::dhv::agent::kept_under_tmp(&w.plugin().path);
-            changed.extend(
-                list_tree(&tmp)
-                    .into_iter()
-                    .filter_map(|p| Some(Path::new("/tmp").join(p.strip_prefix(&tmp).ok()?)))
-                    .filter(|p| !kept.iter().any(|k| k == p || k.starts_with(p))),
-            )
-        }
-        None => {
-            let why = call
-                .agent
-                .as_ref()
-                .and_then(|a| a.tmp.clone())
-                .map(|(_, note)| note)
-                .unwrap_or_else(|| "the stand-in did not say".into());
-            w.ctx().note(format!(
-                "/tmp was not given to the plugin privately ({why}): what it wrote there could not be told from what others wrote"
-            ));
-        }
-    }
+    let changed = w.written_outside()?;
     if changed.is_empty() {
         return Ok(());
     }
+    let calls: Vec<&crate::plugins::dhv::Call> = w.last.iter().collect();
     Err(w.fail(
         "fingerprint does no work: no file created or modified in the working directory, the plugin directory or /tmp",
         &format!("created or modified: {}", list_paths(&changed)),
-        &[call],
+        &calls,
     ))
 }

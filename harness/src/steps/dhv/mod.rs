@@ -11,6 +11,7 @@ mod delete;
 mod fingerprint;
 mod general;
 mod generated;
+mod side_effects;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -69,10 +70,9 @@ pub struct DhvWorld {
     form_leftovers: Vec<Vec<PathBuf>>,
     /// Paths named after the scenario's volumes that appeared outside the volumes directory.
     strays_seen: Vec<PathBuf>,
-    /// The working directory and the plugin directory before fingerprint ran.
-    fingerprint_before: Option<FingerprintListing>,
-    /// The directory the plugin was given as its /tmp.
-    private_tmp: Option<PathBuf>,
+    /// What the working directory, the plugin directory and the private /tmp held before the
+    /// calls whose writing outside their volumes is watched (see `side_effects`).
+    outside_before: Option<side_effects::Outside>,
     /// Set by a When step whose special call failed and whose ordinary twin failed too: the
     /// clause is then Blocked by the clause that judges the ordinary call.
     root_problem: Option<Problem>,
@@ -94,13 +94,6 @@ impl SuiteWorld for DhvWorld {
         self.ctx.as_ref()
     }
 }
-
-/// A recursive listing of the working directory, and the plugin directory's entries with their
-/// modification times.
-pub type FingerprintListing = (
-    BTreeSet<PathBuf>,
-    Vec<(PathBuf, Option<std::time::SystemTime>)>,
-);
 
 /// The outcome of a step: `Err` carries the whole failure message.
 pub type StepResult = Result<(), String>;
