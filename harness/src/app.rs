@@ -22,14 +22,16 @@ use crate::run::{SuiteOptions, run_suite};
 
 /// Run the command; every error is reported here, so the caller only exits with the code.
 pub fn run(cli: Cli) -> i32 {
-    // Secrets given on the command line or in the environment never reach a report or the
-    // console (see crate::secrets).
+    // Secrets given on the command line or in the environment (NOMAD_TOKEN, and every variable
+    // whose name looks secret: a plugin run with --inherit-env may print them) never reach a
+    // report or the console (see crate::secrets).
     crate::secrets::register_from_words(&std::env::args().collect::<Vec<_>>());
-    for var in ["NOMAD_TOKEN", "NOMAD_CONFORM_TOKEN"] {
-        if let Some(v) = std::env::var_os(var) {
-            crate::secrets::register(&v.to_string_lossy());
-        }
-    }
+    crate::secrets::register_env(std::env::vars_os().map(|(k, v)| {
+        (
+            k.to_string_lossy().into_owned(),
+            v.to_string_lossy().into_owned(),
+        )
+    }));
     let output = Output {
         quiet: cli.quiet,
         verbose: cli.verbose,

@@ -36,8 +36,8 @@ pub struct Prepared<C> {
     pub subject: Subject,
     /// The run header's words about the subject, e.g. `demo 1.0.0 at /run/csi.sock`.
     pub about: String,
-    /// The rerun line's prefix, for reproduce commands.
-    pub rerun_prefix: String,
+    /// The rerun line's prefix, for reproduce commands: a value holding a secret is a variable.
+    pub rerun_prefix: crate::command_line::CommandLine,
     /// How many clauses may run at once, when the kind must limit `--jobs` (one shared server).
     pub jobs: Option<usize>,
     /// Values to keep out of every report and console line (tokens, secrets).
@@ -176,7 +176,7 @@ fn interrupted_before_any_clause<S: Suite>(
     selection: &Selection,
     started_at: chrono::DateTime<Utc>,
 ) -> RunRecord {
-    let store = RunStore::new(clauses, String::new(), start.seed);
+    let store = RunStore::new(clauses, Default::default(), start.seed);
     let mut all = selection.run.clone();
     all.extend(selection.skip.keys().cloned());
     store.finish_interrupted(&all);
