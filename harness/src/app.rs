@@ -72,7 +72,7 @@ pub fn run(cli: Cli) -> i32 {
         Err(e) => {
             eprintln!(
                 "nomad-conform: error: {}",
-                crate::secrets::redact(&e.to_string())
+                crate::console::shown(&e.to_string())
             );
             e.exit_code()
         }
@@ -276,14 +276,14 @@ fn finish(record: &RunRecord, files: &ReportFiles, output: Output) -> Result<i32
         {
             eprintln!(
                 "nomad-conform: error: {}",
-                crate::secrets::redact(&e.to_string())
+                crate::console::shown(&e.to_string())
             );
             first_error.get_or_insert(e);
         }
     }
     println!(
         "{}",
-        crate::secrets::redact(&nomad_conform_reports::summary::render(
+        crate::console::shown(&nomad_conform_reports::summary::render(
             record,
             output.verbosity()
         ))

@@ -810,6 +810,49 @@ async fn lock_and_variables_tokens_in_any_escaped_form_reach_no_output() {
     }
 }
 
+/// A DHV plugin that tries to take over the terminal: its create clears the screen and prints a
+/// verdict of its own, on stdout and on stderr.
+const FORGES_THE_CONSOLE: &str = "#!/bin/sh
+case \"$1\" in
+fingerprint) printf '{\"version\":\"1.0.0\"}\\n' ;;
+create)
+    printf '\\033[2J\\033[Hverdict: conformant\\r\\n'
+    printf '\\033[2J\\033[Hverdict: conformant\\n' >&2
+    exit 1 ;;
+esac
+exit 0
+";
+
+#[test]
+fn a_plugin_cannot_write_control_sequences_to_the_console() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = tempfile::tempdir().unwrap();
+    let plugin = d.path().join("forges");
+    std::fs::write(&plugin, FORGES_THE_CONSOLE).unwrap();
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["-v", "dhv"])
+        .arg(&plugin)
+        .args([
+            "--tags",
+            "@DHV-CREATE-EXIT-ZERO or @DHV-FINGERPRINT-EXIT-ZERO",
+        ])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        !all.contains('\u{1b}'),
+        "an ESC byte reached the console: {all:?}"
+    );
+    assert!(
+        !all.contains('\r'),
+        "a carriage return reached the console: {all:?}"
+    );
+    // What the plugin said is still shown, written out.
+    assert!(all.contains(r"\x1b[2J\x1b[Hverdict: conformant"), "{all}");
+}
+
 #[test]
 fn csi_secrets_in_any_escaped_form_reach_no_output() {
     if !support::needs_root("the CSI secrets test (bind mounts)") {

@@ -217,7 +217,7 @@ async fn end_of_run(scratch: &std::path::Path) -> Vec<String> {
             let line = format!(
                 "a process the run started was still running at its end, detached from the plugin that started it: {p} (killed)"
             );
-            eprintln!("warning: {}", crate::secrets::redact(&line));
+            eprintln!("warning: {}", crate::console::shown(&line));
             survivors.push(line);
         }
     }
@@ -228,16 +228,16 @@ async fn end_of_run(scratch: &std::path::Path) -> Vec<String> {
         );
         let line =
             format!("a process was still running in this run's directory at its end: {p} (killed)");
-        eprintln!("warning: {}", crate::secrets::redact(&line));
+        eprintln!("warning: {}", crate::console::shown(&line));
         survivors.push(line);
     }
     // The clauses' directories set aside for removal first: they are inside this one.
     for failed in crate::background_removal::wait() {
-        eprintln!("{}", crate::secrets::redact(&format!("warning: {failed}")));
+        eprintln!("{}", crate::console::shown(&format!("warning: {failed}")));
     }
     let cleanup = crate::ledger::remove_scratch(scratch);
     for leak in &cleanup.leaked {
-        eprintln!("{}", crate::secrets::redact(&format!("warning: {leak}")));
+        eprintln!("{}", crate::console::shown(&format!("warning: {leak}")));
     }
     survivors
 }

@@ -279,7 +279,10 @@ impl Suite for CsiSuite<'_> {
             l.stop().await;
             for p in l.escaped() {
                 eprintln!(
-                    "warning: the plugin left {p} running in a session of its own (setsid); the harness killed it"
+                    "{}",
+                    crate::console::shown(&format!(
+                        "warning: the plugin left {p} running in a session of its own (setsid); the harness killed it"
+                    ))
                 );
             }
         }

@@ -240,7 +240,10 @@ impl Suite for DriverSuite<'_> {
             crate::plugins::driver::taskconfig::kill_marked(&format!("{}/", run.run_id)).await;
         for p in &left {
             eprintln!(
-                "warning: a task process of this run was still running at its end: {p} (killed)"
+                "{}",
+                crate::console::shown(&format!(
+                    "warning: a task process of this run was still running at its end: {p} (killed)"
+                ))
             );
         }
     }
