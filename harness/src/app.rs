@@ -22,14 +22,16 @@ use crate::run::{SuiteOptions, run_suite};
 
 /// Run the command; every error is reported here, so the caller only exits with the code.
 pub fn run(cli: Cli) -> i32 {
-    // Secrets given on the command line or in the environment never reach a report or the
-    // console (see crate::secrets).
+    // Secrets given on the command line or in the environment (NOMAD_TOKEN, and every variable
+    // whose name looks secret: a plugin run with --inherit-env may print them) never reach a
+    // report or the console (see crate::secrets).
     crate::secrets::register_from_words(&std::env::args().collect::<Vec<_>>());
-    for var in ["NOMAD_TOKEN", "NOMAD_CONFORM_TOKEN"] {
-        if let Some(v) = std::env::var_os(var) {
-            crate::secrets::register(&v.to_string_lossy());
-        }
-    }
+    crate::secrets::register_env(std::env::vars_os().map(|(k, v)| {
+        (
+            k.to_string_lossy().into_owned(),
+            v.to_string_lossy().into_owned(),
+        )
+    }));
     let output = Output {
         quiet: cli.quiet,
         verbose: cli.verbose,
@@ -70,7 +72,7 @@ pub fn run(cli: Cli) -> i32 {
         Err(e) => {
             eprintln!(
                 "nomad-conform: error: {}",
-                crate::secrets::redact(&e.to_string())
+                crate::console::shown(&e.to_string())
             );
             e.exit_code()
         }
@@ -274,14 +276,14 @@ fn finish(record: &RunRecord, files: &ReportFiles, output: Output) -> Result<i32
         {
             eprintln!(
                 "nomad-conform: error: {}",
-                crate::secrets::redact(&e.to_string())
+                crate::console::shown(&e.to_string())
             );
             first_error.get_or_insert(e);
         }
     }
     println!(
         "{}",
-        crate::secrets::redact(&nomad_conform_reports::summary::render(
+        crate::console::shown(&nomad_conform_reports::summary::render(
             record,
             output.verbosity()
         ))

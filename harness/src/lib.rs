@@ -8,6 +8,7 @@ pub mod app;
 pub mod background_removal;
 pub mod clauses;
 pub mod cli;
+pub mod command_line;
 pub mod config;
 pub mod console;
 pub mod crash;

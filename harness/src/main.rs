@@ -14,7 +14,10 @@ fn main() -> std::process::ExitCode {
     let argv = match nomad_conform::config::argv_with_config(std::env::args_os().collect()) {
         Ok(argv) => argv,
         Err(e) => {
-            eprintln!("nomad-conform: error: {e}");
+            eprintln!(
+                "{}",
+                nomad_conform::console::shown(&format!("nomad-conform: error: {e}"))
+            );
             return std::process::ExitCode::from(2);
         }
     };

@@ -111,7 +111,7 @@ type CaseCallback = Box<dyn Fn(&Case) + Send>;
 
 struct Inner {
     clauses: Arc<ClauseSet>,
-    rerun_prefix: String,
+    rerun_prefix: crate::command_line::CommandLine,
     seed: u64,
     in_flight: HashMap<CaseKey, InFlight>,
     finished: BTreeMap<CaseKey, Case>,
@@ -135,7 +135,11 @@ impl std::fmt::Debug for RunStore {
 impl RunStore {
     /// `rerun_prefix` is the command line that reruns the suite against the same plugin; each
     /// case's rerun command adds `--seed` and `--tags @<clause>` to it.
-    pub fn new(clauses: Arc<ClauseSet>, rerun_prefix: String, seed: u64) -> Self {
+    pub fn new(
+        clauses: Arc<ClauseSet>,
+        rerun_prefix: crate::command_line::CommandLine,
+        seed: u64,
+    ) -> Self {
         RunStore {
             inner: Arc::new(Mutex::new(Inner {
                 clauses,
@@ -399,7 +403,7 @@ fn case_of(clause: &crate::clauses::Clause, verdict: Verdict, rerun: String) -> 
 }
 
 fn rerun(inner: &Inner, id: &str) -> String {
-    format!("{} --seed {} --tags @{id}", inner.rerun_prefix, inner.seed)
+    inner.rerun_prefix.rerun(inner.seed, id)
 }
 
 /// Whole milliseconds from `a` to `b`, rounded to the nearest: cut down, a run's clause
@@ -555,7 +559,11 @@ pub(crate) mod tests {
         let clauses = ClauseSet::from_features("dhv", &features).unwrap();
         let key = clauses.iter().next().unwrap().key.clone();
         (
-            RunStore::new(Arc::new(clauses), "nomad-conform dhv ./p".into(), 7),
+            RunStore::new(
+                Arc::new(clauses),
+                crate::command_line::CommandLine::new(&["nomad-conform", "dhv", "./p"]),
+                7,
+            ),
             key,
         )
     }

@@ -163,7 +163,11 @@ pub async fn execute<W: SuiteWorld>(
         let undo: Vec<String> = ledgers.iter().flat_map(|(_, l)| l.describe_all()).collect();
         eprintln!(
             "{}",
-            interrupt::first_notice(ledgers.len(), &undo, crate::process::live_group_count())
+            crate::console::shown(&interrupt::first_notice(
+                ledgers.len(),
+                &undo,
+                crate::process::live_group_count()
+            ))
         );
         let mut pending = ledgers.into_iter();
         let undo_all = async {

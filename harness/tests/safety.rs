@@ -641,3 +641,265 @@ fn a_private_tmp_does_not_keep_a_host_mount_alive() {
          fingerprint (3 s) still ran in its private /tmp; it stayed attached"
     );
 }
+
+/// A secret that has every character that escapes differently in JSON, a shell, HTML and a URL:
+/// `"`, `\`, `'`, `é` and a newline, between runs of letters that are `tag` and a number. The
+/// runs are the secret's distinctive parts: each survives every escaping, so none may appear in
+/// any output, whatever form the secret took there.
+fn awkward_secret(tag: &str) -> (String, Vec<String>) {
+    let parts: Vec<String> = (1..=6).map(|n| format!("{tag}{n}")).collect();
+    let secret = format!(
+        "{}\"{}\\{}'{}é{}\n{}",
+        parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]
+    );
+    (secret, parts)
+}
+
+/// A DHV plugin that hands back everything it gets: its whole environment (and stdin, which
+/// Nomad leaves empty) on stdout and stderr at every call, and its parameters, as JSON in a
+/// JSON error, when it fails create.
+const ECHOES_EVERYTHING: &str = r#"#!/bin/sh
+env; env >&2
+cat; cat >&2
+case "$1" in
+fingerprint) printf '{"version":"1.0.0"}\n' ;;
+create) printf '{"error":"refused %s"}\n' "$(printf '%s' "${DHV_PARAMETERS-}" | sed 's/\\/\\\\/g; s/"/\\"/g')"; exit 1 ;;
+esac
+exit 0
+"#;
+
+fn parts_of(secrets: &[(String, Vec<String>)]) -> Vec<&str> {
+    secrets
+        .iter()
+        .flat_map(|(_, parts)| parts.iter().map(String::as_str))
+        .collect()
+}
+
+#[test]
+fn dhv_secrets_in_any_escaped_form_reach_no_output() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = tempfile::tempdir().unwrap();
+    let plugin = d.path().join("echoes");
+    std::fs::write(&plugin, ECHOES_EVERYTHING).unwrap();
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secrets: Vec<(String, Vec<String>)> =
+        ["Qpw", "Qpp", "Qcr", "Qpk", "Qft", "Qvt", "Qaw", "Qmp"]
+            .iter()
+            .map(|t| awkward_secret(t))
+            .collect();
+    let [pw, pp, cr, pk, ft, vt, aw, mp] = secrets.clone().try_into().unwrap();
+    let params = serde_json::json!({
+        "password": pw.0, "ssh_passphrase": pp.0, "credential": cr.0, "private_key": pk.0,
+        "mode": "fast"
+    })
+    .to_string();
+    let failing = serde_json::json!({ "token": ft.0 }).to_string();
+    let seen = Seen::run(
+        d.path(),
+        &[
+            "-v",
+            "dhv",
+            plugin.to_str().unwrap(),
+            "--parameters",
+            &params,
+            "--failing-parameters",
+            &failing,
+            "--inherit-env",
+            "--profile",
+            "fast",
+            "--tags",
+            "@DHV-CREATE-EXIT-ZERO or @DHV-GENERAL-NO-SECRETS-ECHOED or @DHV-CREATE-ERROR-JSON",
+        ],
+        &[
+            ("VAULT_TOKEN", &vt.0),
+            ("AWS_SECRET_ACCESS_KEY", &aw.0),
+            ("MY_PASSWORD", &mp.0),
+        ],
+    );
+    assert_eq!(seen.out.status.code(), Some(1), "{}", text(&seen.out));
+    seen.assert_clean(&parts_of(&secrets));
+    // The plugin did print them, and the reproduce and rerun lines name them by variable.
+    let json = &seen.files[0].1;
+    assert!(json.contains("VAULT_TOKEN=[redacted]"), "{json}");
+    assert!(
+        json.contains(r#"--parameters \"$NOMAD_CONFORM_PARAMETERS\""#),
+        "{json}"
+    );
+    assert!(
+        json.contains(r#"DHV_PARAMETERS=\"$DHV_PARAMETERS\""#),
+        "{json}"
+    );
+    // What is not secret is still shown.
+    assert!(json.contains(r#"\"mode\":\"fast\""#), "{json}");
+}
+
+/// Prints its environment, and its token as a JSON log line, on stderr; then runs its arguments.
+const LOGS_ITS_TOKEN_AS_JSON: &str = r#"#!/bin/sh
+env >&2
+printf '{"msg":"starting","token":"%s"}\n' "$(printf '%s' "${NOMAD_TOKEN-}" | sed 's/\\/\\\\/g; s/"/\\"/g')" >&2
+exec "$@"
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_and_variables_tokens_in_any_escaped_form_reach_no_output() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // A token travels in the X-Nomad-Token header, which holds visible ASCII only: no é or
+    // newline here (the DHV and CSI tests have them).
+    let parts = ["Qtk1", "Qtk2", "Qtk3", "Qtk4"];
+    let token = format!("{}\"{}\\{}'{}", parts[0], parts[1], parts[2], parts[3]);
+    let server = VariablesServer::start(
+        ServerConfig::localhost()
+            .with_profile(Profile::fast())
+            .with_acl(AclConfig::enabled().with_token(Token::management(&token))),
+    )
+    .await
+    .unwrap();
+    let addr = format!("http://{}", server.addr().unwrap());
+    // A client that logs what it was given as JSON, as a structured logger would, then runs
+    // the reference client.
+    let scripts = tempfile::tempdir().unwrap();
+    let logs_json = scripts.path().join("logs-json");
+    std::fs::write(&logs_json, LOGS_ITS_TOKEN_AS_JSON).unwrap();
+    std::fs::set_permissions(&logs_json, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let client = format!(
+        "{} {} --path {{path}} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms -- {{protected}}",
+        logs_json.display(),
+        lock_sidecar()
+    );
+    let runs: [Vec<String>; 2] = [
+        [
+            "lock",
+            "--client",
+            &client,
+            "--nomad-addr",
+            &addr,
+            "--token",
+            &token,
+            "--profile",
+            "fast",
+            "--tags",
+            "@LOCK-STARTS or @LOCK-REQUESTS-WELL-FORMED",
+        ]
+        .map(String::from)
+        .to_vec(),
+        [
+            "-v",
+            "variables",
+            "--nomad-addr",
+            &addr,
+            "--token",
+            &token,
+            "--profile",
+            "fast",
+            "--tags",
+            "@VARIABLES-ACL-READ or @VARIABLES-LOCK-ACQUIRE",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for args in runs {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().to_path_buf();
+        let seen = tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            Seen::run(&dir, &args, &[])
+        })
+        .await
+        .unwrap();
+        seen.assert_clean(&parts);
+    }
+}
+
+/// A DHV plugin that tries to take over the terminal: its create clears the screen and prints a
+/// verdict of its own, on stdout and on stderr.
+const FORGES_THE_CONSOLE: &str = "#!/bin/sh
+case \"$1\" in
+fingerprint) printf '{\"version\":\"1.0.0\"}\\n' ;;
+create)
+    printf '\\033[2J\\033[Hverdict: conformant\\r\\n'
+    printf '\\033[2J\\033[Hverdict: conformant\\n' >&2
+    exit 1 ;;
+esac
+exit 0
+";
+
+#[test]
+fn a_plugin_cannot_write_control_sequences_to_the_console() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = tempfile::tempdir().unwrap();
+    let plugin = d.path().join("forges");
+    std::fs::write(&plugin, FORGES_THE_CONSOLE).unwrap();
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["-v", "dhv"])
+        .arg(&plugin)
+        .args([
+            "--tags",
+            "@DHV-CREATE-EXIT-ZERO or @DHV-FINGERPRINT-EXIT-ZERO",
+        ])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        !all.contains('\u{1b}'),
+        "an ESC byte reached the console: {all:?}"
+    );
+    assert!(
+        !all.contains('\r'),
+        "a carriage return reached the console: {all:?}"
+    );
+    // What the plugin said is still shown, written out.
+    assert!(all.contains(r"\x1b[2J\x1b[Hverdict: conformant"), "{all}");
+}
+
+#[test]
+fn csi_secrets_in_any_escaped_form_reach_no_output() {
+    if !support::needs_root("the CSI secrets test (bind mounts)") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let secrets: Vec<(String, Vec<String>)> =
+        ["Qcs", "Qcp"].iter().map(|t| awkward_secret(t)).collect();
+    let file = d.path().join("secrets.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({ "password": secrets[0].0, "anything": secrets[1].0 }).to_string(),
+    )
+    .unwrap();
+    // A secret on the plugin's own command line, too, in the shell quoting the user wrote.
+    let launch_secret = awkward_secret("Qcl");
+    let quoted = launch_secret.0.replace('\\', r"\\").replace('"', r#"\""#);
+    let launch = format!(
+        "env X_TOKEN=\"{quoted}\" {} --endpoint {{endpoint}} --node-id n1 --state-dir {{state_dir}}",
+        support::workspace_bin("csi-hostpath").display()
+    );
+    let seen = Seen::run(
+        d.path(),
+        &[
+            "-v",
+            "csi",
+            "--launch",
+            &launch,
+            "--secrets",
+            file.to_str().unwrap(),
+            "--profile",
+            "fast",
+            "--tags",
+            "@CSI-NOMAD-CLAIM or @CSI-CONTROLLER-CREATE-NO-NAME",
+        ],
+        &[],
+    );
+    assert_eq!(seen.out.status.code(), Some(0), "{}", text(&seen.out));
+    let mut all = secrets.clone();
+    all.push(launch_secret);
+    seen.assert_clean(&parts_of(&all));
+    // The rerun line names the launch command by the variable it is read from.
+    assert!(
+        seen.files[0]
+            .1
+            .contains(r#"--launch \"$NOMAD_CONFORM_LAUNCH\""#),
+        "{}",
+        seen.files[0].1
+    );
+}

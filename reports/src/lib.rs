@@ -13,6 +13,7 @@ pub mod model;
 pub mod output;
 pub mod redact;
 pub mod schema;
+pub mod secret_forms;
 pub mod summary;
 pub mod transcript;
 

@@ -1,7 +1,11 @@
 //! Redaction: secret values never reach a report. The harness collects the values it knows to
 //! be secret (parameters with secret-looking names, CSI secrets, tokens); every string of the
-//! record has them replaced before any writer sees it.
+//! record has them replaced, in every form they take ([`crate::secret_forms`]), before any
+//! writer sees it.
 
+use std::borrow::Cow;
+
+use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
 use crate::model::{
@@ -20,6 +24,7 @@ pub fn is_secret_name(name: &str) -> bool {
     [
         "password",
         "passwd",
+        "passphrase",
         "secret",
         "token",
         "credential",
@@ -36,6 +41,54 @@ pub fn is_secret_name(name: &str) -> bool {
     .any(|w| n.contains(w))
 }
 
+/// Finds every form of a set of secrets ([`crate::secret_forms::forms`]) in one pass over a text
+/// and replaces each by [`MARK`], the longest where forms overlap.
+#[derive(Clone, Debug, Default)]
+pub struct Redactor {
+    forms: Option<AhoCorasick>,
+}
+
+impl Redactor {
+    pub fn new<S: AsRef<str>>(secrets: &[S]) -> Redactor {
+        let mut forms = std::collections::BTreeSet::new();
+        for s in secrets {
+            let s = s.as_ref();
+            if s.len() >= MIN_SECRET_LEN {
+                forms.extend(crate::secret_forms::forms(s));
+            }
+        }
+        let forms = (!forms.is_empty())
+            .then(|| {
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(&forms)
+                    .ok()
+            })
+            .flatten();
+        Redactor { forms }
+    }
+
+    /// Whether there is nothing to redact.
+    pub fn is_empty(&self) -> bool {
+        self.forms.is_none()
+    }
+
+    /// Whether `text` holds a secret in any of its forms.
+    pub fn finds(&self, text: &str) -> bool {
+        self.forms.as_ref().is_some_and(|f| f.is_match(text))
+    }
+
+    /// `text` with every form of every secret replaced by [`MARK`] (borrowed when it has none).
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match &self.forms {
+            Some(f) if f.is_match(text) => {
+                Cow::Owned(f.replace_all(text, &vec![MARK; f.patterns_len()]))
+            }
+            _ => Cow::Borrowed(text),
+        }
+    }
+}
+
 /// The record with every occurrence of every secret replaced by [`MARK`]: a copy of `record`
 /// redacted with [`redact_in_place`].
 pub fn redact(record: &RunRecord, secrets: &[String]) -> RunRecord {
@@ -44,34 +97,25 @@ pub fn redact(record: &RunRecord, secrets: &[String]) -> RunRecord {
     copy
 }
 
-/// Replace every occurrence of every secret in every string of `record` by [`MARK`], in place:
-/// a string is rewritten only when it holds a secret, so a record of large outputs is not
-/// copied to be redacted. Every string a reader sees is covered (map keys, enum names and
-/// timestamps are not free text and are left as they are).
+/// Replace every occurrence of every secret, in every form, in every string of `record` by
+/// [`MARK`], in place: a string is rewritten only when it holds a secret, so a record of large
+/// outputs is not copied to be redacted. Every string a reader sees is covered (map keys, enum
+/// names and timestamps are not free text and are left as they are).
 pub fn redact_in_place(record: &mut RunRecord, secrets: &[String]) {
-    let mut secrets: Vec<&str> = secrets
-        .iter()
-        .map(String::as_str)
-        .filter(|s| s.len() >= MIN_SECRET_LEN)
-        .collect();
-    if secrets.is_empty() {
-        return;
+    let redactor = Redactor::new(secrets);
+    if !redactor.is_empty() {
+        Scrubber(&redactor).record(record);
     }
-    // Longest first, so that a secret containing another is replaced whole.
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    Scrubber(&secrets).record(record);
 }
 
 /// Every string field of the record, visited once. The destructuring patterns name every
 /// field, so that a field added to the model must be placed here (or explicitly left out).
-struct Scrubber<'a>(&'a [&'a str]);
+struct Scrubber<'a>(&'a Redactor);
 
 impl Scrubber<'_> {
     fn text(&self, s: &mut String) {
-        for secret in self.0 {
-            if s.contains(secret) {
-                *s = s.replace(secret, MARK);
-            }
+        if let Cow::Owned(clean) = self.0.redact(s) {
+            *s = clean;
         }
     }
 
@@ -293,6 +337,9 @@ mod tests {
         assert!(is_secret_name("password"));
         assert!(is_secret_name("DB_PASSWORD"));
         assert!(is_secret_name("apiToken"));
+        assert!(is_secret_name("ssh_passphrase"));
+        assert!(is_secret_name("Credentials"));
+        assert!(is_secret_name("tls_private_key"));
         assert!(!is_secret_name("mode"));
         assert!(!is_secret_name("uid"));
     }
@@ -304,7 +351,7 @@ mod tests {
             "b": ["hunter2", {"c": "k=hunter2"}],
             "hunter2": 5
         });
-        Scrubber(&["hunter2hunter2", "hunter2"]).json(&mut v);
+        Scrubber(&Redactor::new(&["hunter2hunter2", "hunter2"])).json(&mut v);
         assert_eq!(
             v,
             serde_json::json!({
@@ -312,6 +359,32 @@ mod tests {
                 "b": ["[redacted]", {"c": "k=[redacted]"}],
                 "hunter2": 5
             })
+        );
+    }
+
+    #[test]
+    fn a_secret_is_redacted_in_its_escaped_forms() {
+        let secret = "Sup3r\"Secret-x9";
+        let mut record = crate::json::parse(include_str!("../tests/data/golden-run.json")).unwrap();
+        record.command_line = vec![
+            "--parameters".into(),
+            r#"{"password":"Sup3r\"Secret-x9"}"#.into(),
+        ];
+        let case = &mut record.cases[0];
+        case.rerun =
+            Some(r#"nomad-conform --parameters "{\"password\":\"Sup3r\\\"Secret-x9\"}""#.into());
+        case.notes = vec![
+            "url: ?p=Sup3r%22Secret-x9".into(),
+            "page: Sup3r&quot;Secret-x9".into(),
+            "raw: Sup3r\"Secret-x9".into(),
+        ];
+        redact_in_place(&mut record, &[secret.to_string()]);
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(!text.contains("Secret-x9"), "{text}");
+        assert_eq!(record.command_line[1], r#"{"password":"[redacted]"}"#);
+        assert_eq!(
+            record.cases[0].rerun.as_deref(),
+            Some(r#"nomad-conform --parameters "{\"password\":\"[redacted]\"}""#)
         );
     }
 

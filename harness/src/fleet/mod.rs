@@ -354,11 +354,14 @@ pub async fn run(
                 "failed to write the fleet {what} report {}: {e}",
                 path.display()
             ));
-            eprintln!("nomad-conform: error: {e}");
+            eprintln!(
+                "{}",
+                crate::console::shown(&format!("nomad-conform: error: {e}"))
+            );
             first_error.get_or_insert(e);
         }
     }
-    let text = render_text(&fleet);
+    let text = crate::console::shown(&render_text(&fleet));
     if output.quiet {
         println!("{}", text.lines().last().unwrap_or(""));
     } else {

@@ -36,8 +36,8 @@ pub struct Prepared<C> {
     pub subject: Subject,
     /// The run header's words about the subject, e.g. `demo 1.0.0 at /run/csi.sock`.
     pub about: String,
-    /// The rerun line's prefix, for reproduce commands.
-    pub rerun_prefix: String,
+    /// The rerun line's prefix, for reproduce commands: a value holding a secret is a variable.
+    pub rerun_prefix: crate::command_line::CommandLine,
     /// How many clauses may run at once, when the kind must limit `--jobs` (one shared server).
     pub jobs: Option<usize>,
     /// Values to keep out of every report and console line (tokens, secrets).
@@ -186,7 +186,7 @@ fn interrupted_before_any_clause<S: Suite>(
     selection: &Selection,
     started_at: chrono::DateTime<Utc>,
 ) -> RunRecord {
-    let store = RunStore::new(clauses, String::new(), start.seed);
+    let store = RunStore::new(clauses, Default::default(), start.seed);
     let mut all = selection.run.clone();
     all.extend(selection.skip.keys().cloned());
     store.finish_interrupted(&all);
@@ -239,7 +239,7 @@ async fn end_of_run(scratch: &std::path::Path) -> Vec<String> {
             let line = format!(
                 "a process the run started was still running at its end, detached from the plugin that started it: {p} (killed)"
             );
-            eprintln!("warning: {}", crate::secrets::redact(&line));
+            eprintln!("warning: {}", crate::console::shown(&line));
             survivors.push(line);
         }
     }
@@ -250,16 +250,16 @@ async fn end_of_run(scratch: &std::path::Path) -> Vec<String> {
         );
         let line =
             format!("a process was still running in this run's directory at its end: {p} (killed)");
-        eprintln!("warning: {}", crate::secrets::redact(&line));
+        eprintln!("warning: {}", crate::console::shown(&line));
         survivors.push(line);
     }
     // The clauses' directories set aside for removal first: they are inside this one.
     for failed in crate::background_removal::wait() {
-        eprintln!("{}", crate::secrets::redact(&format!("warning: {failed}")));
+        eprintln!("{}", crate::console::shown(&format!("warning: {failed}")));
     }
     let cleanup = crate::ledger::remove_scratch(scratch);
     for leak in &cleanup.leaked {
-        eprintln!("{}", crate::secrets::redact(&format!("warning: {leak}")));
+        eprintln!("{}", crate::console::shown(&format!("warning: {leak}")));
     }
     survivors
 }

@@ -17,11 +17,11 @@ use nomad_conform_reports::model::Subject;
 
 use crate::clauses::ClauseSet;
 use crate::cli::{CsiArgs, PluginType};
+use crate::command_line::CommandLine;
 use crate::error::HarnessError;
 use crate::plugins::csi::launch::Launcher;
 use crate::plugins::csi::{Connection, preflight, socket_path};
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
-use crate::shell::quote;
 use crate::steps::csi::budget::AttachmentBudget;
 use crate::steps::csi::ready::Readiness;
 use crate::steps::csi::shared::Shares;
@@ -111,14 +111,11 @@ impl CsiSuite<'_> {
         }
     }
 
-    fn rerun_prefix(&self) -> String {
+    fn rerun_prefix(&self) -> CommandLine {
         let (args, common) = (self.args, self.common);
-        let mut parts = vec!["nomad-conform".to_string(), KIND.into()];
+        let mut line = CommandLine::new(&["nomad-conform", KIND]);
         let mut flag = |name: &str, value: Option<String>| {
-            if let Some(v) = value {
-                parts.push(name.into());
-                parts.push(quote(&v));
-            }
+            line.flag(name, value.as_deref());
         };
         flag("--endpoint", args.endpoint.clone());
         flag("--controller-endpoint", args.controller_endpoint.clone());
@@ -147,7 +144,7 @@ impl CsiSuite<'_> {
             "--specs",
             common.specs.as_ref().map(|p| p.display().to_string()),
         );
-        parts.join(" ")
+        line
     }
 }
 
@@ -282,7 +279,10 @@ impl Suite for CsiSuite<'_> {
             l.stop().await;
             for p in l.escaped() {
                 eprintln!(
-                    "warning: the plugin left {p} running in a session of its own (setsid); the harness killed it"
+                    "{}",
+                    crate::console::shown(&format!(
+                        "warning: the plugin left {p} running in a session of its own (setsid); the harness killed it"
+                    ))
                 );
             }
         }

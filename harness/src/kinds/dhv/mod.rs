@@ -12,12 +12,12 @@ use nomad_conform_reports::model::Subject;
 
 use crate::clauses::ClauseSet;
 use crate::cli::DhvArgs;
+use crate::command_line::CommandLine;
 use crate::error::HarnessError;
 use crate::plugins::dhv::response::{VersionField, version_field};
 use crate::plugins::dhv::{EnvPolicy, Parameters, Plugin, fingerprint_env};
 use crate::profile::Profile;
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
-use crate::shell::quote;
 use crate::sizes::parse_bytes;
 use crate::steps::dhv::{DhvConfig, DhvWorld};
 
@@ -152,37 +152,23 @@ impl DhvSuite<'_> {
         })
     }
 
-    /// The command that reruns the suite against the same plugin with the same inputs.
-    fn rerun_prefix(&self, plugin: &Path) -> String {
+    /// The command that reruns the suite against the same plugin with the same inputs
+    /// (parameters holding a secret are read from a variable: see [`CommandLine`]).
+    fn rerun_prefix(&self, plugin: &Path) -> CommandLine {
         let (args, common) = (self.args, self.common);
-        let mut parts = vec![
-            "nomad-conform".to_string(),
-            KIND.into(),
-            quote(&plugin.display().to_string()),
-        ];
-        let mut flag = |name: &str, value: Option<String>| {
-            if let Some(v) = value {
-                parts.push(name.into());
-                parts.push(quote(&v));
-            }
-        };
-        flag("--parameters", args.parameters.clone());
-        flag("--failing-parameters", args.failing_parameters.clone());
-        flag("--capacity-min", args.capacity_min.clone());
-        flag("--capacity-max", args.capacity_max.clone());
-        flag(
-            "--volumes-dir",
-            args.volumes_dir.as_ref().map(|p| p.display().to_string()),
-        );
-        flag("--profile", common.profile.clone());
-        flag(
-            "--specs",
-            common.specs.as_ref().map(|p| p.display().to_string()),
-        );
+        let mut line = CommandLine::new(&["nomad-conform", KIND, &plugin.display().to_string()]);
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        line.flag("--parameters", args.parameters.as_deref())
+            .flag("--failing-parameters", args.failing_parameters.as_deref())
+            .flag("--capacity-min", args.capacity_min.as_deref())
+            .flag("--capacity-max", args.capacity_max.as_deref())
+            .flag("--volumes-dir", path(&args.volumes_dir).as_deref())
+            .flag("--profile", common.profile.as_deref())
+            .flag("--specs", path(&common.specs).as_deref());
         if args.inherit_env {
-            parts.push("--inherit-env".into());
+            line.word("--inherit-env");
         }
-        parts.join(" ")
+        line
     }
 }
 
@@ -217,11 +203,13 @@ impl Suite for DhvSuite<'_> {
             p.reports_dir = reports;
         }
         let version = probe_version(&config.plugin, &start.profile, &start.scratch).await;
-        let secrets = std::iter::once(&config.parameters)
+        let secrets: Vec<String> = std::iter::once(&config.parameters)
             .chain(config.failing_parameters.as_ref())
             .flat_map(|p| p.secret_values())
             .map(str::to_string)
             .collect();
+        // Before any command line is written: the rerun line names them by a variable.
+        secrets.iter().for_each(|s| crate::secrets::register(s));
         let plugin_path = config.plugin.path.display().to_string();
         Ok(Prepared {
             about: format!(

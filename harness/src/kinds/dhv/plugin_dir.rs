@@ -17,6 +17,7 @@
 //!
 //! Plugins run one after another, sorted by file name; each run is a whole, ordinary DHV run.
 
+use crate::console::shown;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Component, Path, PathBuf};
 
@@ -189,7 +190,13 @@ pub async fn run(
     }
     let listing = list_plugins(dir)?;
     for (name, why) in &listing.ignored {
-        eprintln!("note: {}: not a plugin: {why}", dir.join(name).display());
+        eprintln!(
+            "{}",
+            shown(&format!(
+                "note: {}: not a plugin: {why}",
+                dir.join(name).display()
+            ))
+        );
     }
     if listing.plugins.is_empty() {
         // Nothing could be tested: exit 3, as a run in which no clause could be judged.
@@ -217,11 +224,14 @@ pub async fn run(
     }
     let names: Vec<&str> = listing.plugins.iter().map(|(n, _)| n.as_str()).collect();
     println!(
-        "nomad-conform dhv: {} plugin{} in {}: {}",
-        names.len(),
-        if names.len() == 1 { "" } else { "s" },
-        dir.display(),
-        names.join(", ")
+        "{}",
+        shown(&format!(
+            "nomad-conform dhv: {} plugin{} in {}: {}",
+            names.len(),
+            if names.len() == 1 { "" } else { "s" },
+            dir.display(),
+            names.join(", ")
+        ))
     );
     if names.contains(&BUILT_IN) {
         eprintln!(
@@ -239,7 +249,7 @@ pub async fn run(
         // A plugin the harness cannot run (not executable by this user) is this plugin's
         // failure to be tested, not a usage error of the whole run.
         if let Err(e) = check_plugin(path) {
-            eprintln!("nomad-conform: error: {e}");
+            eprintln!("{}", shown(&format!("nomad-conform: error: {e}")));
             outcomes.push(Outcome {
                 name: name.clone(),
                 code: exit::HARNESS,
@@ -257,7 +267,7 @@ pub async fn run(
             // Flags, tags, profile: wrong for every plugin alike, so stop at the first.
             Err(e @ HarnessError::Usage(_)) => return Err(e),
             Err(e) => {
-                eprintln!("nomad-conform: error: {name}: {e}");
+                eprintln!("{}", shown(&format!("nomad-conform: error: {name}: {e}")));
                 outcomes.push(Outcome {
                     name: name.clone(),
                     code: exit::HARNESS,
@@ -279,7 +289,7 @@ pub async fn run(
                 match write(&record, &file) {
                     Ok(()) => written.push(file.display().to_string()),
                     Err(e) => {
-                        eprintln!("nomad-conform: error: {e}");
+                        eprintln!("{}", shown(&format!("nomad-conform: error: {e}")));
                         code = code.max(exit::HARNESS);
                     }
                 }
@@ -287,7 +297,10 @@ pub async fn run(
         }
         println!(
             "{}\n",
-            nomad_conform_reports::summary::render(&record, output.verbosity())
+            shown(&nomad_conform_reports::summary::render(
+                &record,
+                output.verbosity()
+            ))
         );
         let mut line = format!(
             "{}: {}",
@@ -315,9 +328,10 @@ pub async fn run(
     }
 
     let width = outcomes.iter().map(|o| o.name.len()).max().unwrap_or(0);
-    println!("plugins in {}:", dir.display());
+    println!("{}", shown(&format!("plugins in {}:", dir.display())));
     for o in &outcomes {
-        println!("  {:<width$}  exit {:<3}  {}", o.name, o.code, o.line);
+        let line = format!("  {:<width$}  exit {:<3}  {}", o.name, o.code, o.line);
+        println!("{}", shown(&line));
     }
     if interrupted {
         let left = listing.plugins.len() - outcomes.len();

@@ -14,10 +14,10 @@ use nomad_conform_reports::model::Subject;
 
 use crate::clauses::ClauseSet;
 use crate::cli::DriverArgs;
+use crate::command_line::CommandLine;
 use crate::error::HarnessError;
 use crate::plugins::driver::{HostTimings, LaunchSpec};
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
-use crate::shell::quote;
 use crate::steps::driver::tasks::{Placeholders, Shapes};
 use crate::steps::driver::{DriverConfig, DriverWorld, PluginConfigSource};
 use crate::world::RunCtx;
@@ -98,18 +98,12 @@ impl DriverSuite<'_> {
         })
     }
 
-    fn rerun_prefix(&self) -> String {
+    fn rerun_prefix(&self) -> CommandLine {
         let (args, common) = (self.args, self.common);
-        let mut parts = vec![
-            "nomad-conform".to_string(),
-            KIND.into(),
-            quote(&args.plugin.display().to_string()),
-        ];
+        let mut line =
+            CommandLine::new(&["nomad-conform", KIND, &args.plugin.display().to_string()]);
         let mut flag = |name: &str, value: Option<String>| {
-            if let Some(v) = value {
-                parts.push(name.into());
-                parts.push(quote(&v));
-            }
+            line.flag(name, value.as_deref());
         };
         let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
         flag("--plugin-args", args.plugin_args.clone());
@@ -119,7 +113,7 @@ impl DriverSuite<'_> {
         flag("--chroot-env", args.chroot_env.clone());
         flag("--profile", common.profile.clone());
         flag("--specs", path(&common.specs));
-        parts.join(" ")
+        line
     }
 }
 
@@ -246,7 +240,10 @@ impl Suite for DriverSuite<'_> {
             crate::plugins::driver::taskconfig::kill_marked(&format!("{}/", run.run_id)).await;
         for p in &left {
             eprintln!(
-                "warning: a task process of this run was still running at its end: {p} (killed)"
+                "{}",
+                crate::console::shown(&format!(
+                    "warning: a task process of this run was still running at its end: {p} (killed)"
+                ))
             );
         }
     }

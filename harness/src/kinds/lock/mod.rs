@@ -9,11 +9,11 @@ use nomad_conform_reports::model::Subject;
 
 use crate::clauses::{CaseKey, ClauseSet};
 use crate::cli::LockArgs;
+use crate::command_line::CommandLine;
 use crate::error::HarnessError;
 use crate::nomad_api::{AddrFallback, ApiSettings};
 use crate::plugins::lock::ProbeCommand;
 use crate::run::{Prepared, RunStart, Selection, Suite, SuiteOptions};
-use crate::shell::quote;
 use crate::steps::lock::{LockConfig, LockWorld, Pattern, ServerChoice};
 
 pub const KIND: &str = "lock";
@@ -63,17 +63,16 @@ impl LockSuite<'_> {
         }
     }
 
-    fn rerun_prefix(&self, api: Option<&ApiSettings>) -> String {
+    fn rerun_prefix(&self, api: Option<&ApiSettings>) -> CommandLine {
         let (args, common) = (self.args, self.common);
-        let mut parts = vec!["nomad-conform".to_string(), KIND.into()];
+        let mut line = CommandLine::new(&["nomad-conform", KIND]);
         if let Some(api) = api {
-            parts.extend(api.rerun_flags());
+            for w in api.rerun_flags() {
+                line.shell_word(w);
+            }
         }
         let mut flag = |name: &str, value: Option<String>| {
-            if let Some(v) = value {
-                parts.push(name.into());
-                parts.push(quote(&v));
-            }
+            line.flag(name, value.as_deref());
         };
         flag("--client", args.client.clone());
         flag("--sidecar", args.sidecar.clone());
@@ -93,9 +92,9 @@ impl LockSuite<'_> {
             common.specs.as_ref().map(|p| p.display().to_string()),
         );
         if args.task_api {
-            parts.push("--task-api".into());
+            line.word("--task-api");
         }
-        parts.join(" ")
+        line
     }
 }
 

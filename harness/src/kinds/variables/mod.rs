@@ -265,6 +265,7 @@ impl Suite for VariablesSuite<'_> {
             command_line: rerun.join(" "),
             target: setup.target,
         };
+        let rerun_prefix = crate::command_line::CommandLine::from_shell_words(rerun);
         for (key, reason) in skips(clauses, selection, &config, setup.anonymous_policy) {
             selection.skip(&key, reason);
         }
@@ -292,7 +293,7 @@ impl Suite for VariablesSuite<'_> {
             },
         );
         Ok(Prepared {
-            rerun_prefix: config.command_line.clone(),
+            rerun_prefix,
             config,
             subject,
             about: format!("{} ({numbers_text})", setup.server_text),

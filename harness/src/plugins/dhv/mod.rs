@@ -243,7 +243,8 @@ impl Call {
     /// A shell command that repeats this call exactly. It recreates the working directory and
     /// the volumes directory first, because the harness removes its scratch directories after
     /// a run; where the volumes directory did not exist at the call (the plugin's to make, as
-    /// with Nomad), only its parent.
+    /// with Nomad), only its parent. A variable holding a secret is passed on from the shell
+    /// (`DHV_PARAMETERS="$DHV_PARAMETERS"`), with a comment saying to set it.
     pub fn reproduce(&self) -> String {
         let cwd = quote(&self.cwd.display().to_string());
         let mut dirs = vec![cwd.clone()];
@@ -262,15 +263,20 @@ impl Call {
         {
             dirs.push(quote(&v.display().to_string()));
         }
-        let mut parts = vec![format!("mkdir -p {} && cd {cwd} && env", dirs.join(" "))];
+        let mut line = crate::command_line::CommandLine::from_shell_words([format!(
+            "mkdir -p {} && cd {cwd} && env",
+            dirs.join(" ")
+        )]);
         if !self.inherit_env {
-            parts.push("-i".into());
+            line.word("-i");
         }
         for (k, v) in &self.env {
-            parts.push(format!("{k}={}", quote(v)));
+            line.assign(k, v);
         }
-        parts.extend(self.argv.iter().map(|a| quote(a)));
-        parts.join(" ")
+        for a in &self.argv {
+            line.word(a);
+        }
+        line.line()
     }
 
     pub fn exit_code(&self) -> Option<i32> {

@@ -165,7 +165,7 @@ impl Shared {
         let mut told = TeardownOutcome::default();
         for l in outcome.leaked {
             let line = format!("the {}'s cleanup left: {l}", self.sharing.name());
-            eprintln!("warning: {}", crate::secrets::redact(&line));
+            eprintln!("warning: {}", crate::console::shown(&line));
             told.notes.push(line);
         }
         told.notes.extend(outcome.notes);

@@ -94,5 +94,5 @@ pub struct LockConfig {
     pub clients: usize,
     pub probe: ProbeCommand,
     /// The rerun line's prefix, for reproduce text.
-    pub command_line: String,
+    pub command_line: crate::command_line::CommandLine,
 }

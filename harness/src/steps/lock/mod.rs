@@ -105,12 +105,11 @@ impl LockWorld {
     /// The reproduce lines of a failure: the rerun command, then the client's requests.
     pub fn reproduce(&self, exchanges: &[&Exchange]) -> Vec<String> {
         let ctx = self.ctx();
-        let mut out = vec![format!(
-            "{} --seed {} --tags @{}",
-            self.config().command_line,
-            ctx.run.seed,
-            ctx.clause.id
-        )];
+        let mut out = vec![
+            self.config()
+                .command_line
+                .rerun(ctx.run.seed, &ctx.clause.id),
+        ];
         out.extend(exchanges.iter().take(6).map(|e| e.reproduce()));
         out
     }
