@@ -23,6 +23,12 @@ use crate::steps::dhv::{DhvConfig, DhvWorld};
 
 pub const KIND: &str = "dhv";
 
+/// The least `--capture-limit`: enough for any answer a plugin means to give.
+const MIN_CAPTURE_LIMIT: i64 = 1 << 10;
+/// The most `--capture-limit`: each call (each of up to `--jobs` at once) may hold this much
+/// of the plugin's output in memory.
+const MAX_CAPTURE_LIMIT: i64 = 1 << 30;
+
 /// Check that `path` names an executable file; return its absolute path, with symlinks kept:
 /// Nomad runs `filepath.Join(<plugin_dir>, <name>)` (client/hostvolumemanager/
 /// host_volume_plugin.go), so argv[0] and DHV_PLUGIN_DIR are the configured directory's even
@@ -126,10 +132,11 @@ impl DhvSuite<'_> {
             }
         };
         let capture_limit = parse_bytes("--capture-limit", &args.capture_limit)?;
-        if capture_limit < 1024 {
-            return Err(HarnessError::Usage(
-                "--capture-limit must be at least 1024 bytes".into(),
-            ));
+        if !(MIN_CAPTURE_LIMIT..=MAX_CAPTURE_LIMIT).contains(&capture_limit) {
+            return Err(HarnessError::Usage(format!(
+                "--capture-limit {:?} is {capture_limit} bytes: it must be from 1KiB ({MIN_CAPTURE_LIMIT}) to 1GiB ({MAX_CAPTURE_LIMIT}), what every call may cost the harness's memory",
+                args.capture_limit
+            )));
         }
         let capture_limit = usize::try_from(capture_limit).unwrap_or(usize::MAX);
         Ok(DhvConfig {
@@ -340,11 +347,10 @@ mod tests {
             config(&["--capacity-max", "1MB"]).unwrap().capacity,
             Some((0, 1_000_000))
         );
-        assert!(
-            config(&["--capture-limit", "100"])
-                .unwrap_err()
-                .to_string()
-                .contains("at least 1024")
-        );
+        for limit in ["100", "0", "1EiB", "1025MiB"] {
+            let e = config(&["--capture-limit", limit]).unwrap_err().to_string();
+            assert!(e.contains("from 1KiB (1024) to 1GiB"), "{limit}: {e}");
+        }
+        assert!(config(&["--capture-limit", "1GiB"]).is_ok());
     }
 }
