@@ -271,3 +271,34 @@ fn shrinking_out_of_budget_prints_nothing_of_proptest() {
     assert!(!stderr.contains("proptest"), "{stderr}");
     assert!(!stdout.contains("proptest:"), "{stdout}");
 }
+
+/// Exit `code` with exactly one line on stderr that says `what`, and no run on stdout.
+fn refused_in_one_line(out: &Output, code: i32, what: &str) {
+    refused(out, code, what);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `lock --token` without --nomad-addr was silently ignored: it is refused as every other API
+/// flag (and as `variables --token`) is.
+#[test]
+fn a_lock_token_without_nomad_addr_is_refused() {
+    let client = format!(
+        "{} --path {{path}} -- {{protected}}",
+        workspace_bin("lock-sidecar").display()
+    );
+    for suite in [
+        vec!["lock", "--client", &client, "--token", "s3cret-77"],
+        vec!["variables", "--token", "s3cret-77"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+            .args(&suite)
+            .env_remove("NOMAD_CONFORM_NOMAD_ADDR")
+            .env("NOMAD_ADDR", "http://127.0.0.1:1")
+            .output()
+            .unwrap();
+        refused_in_one_line(&out, 2, "--token goes with --nomad-addr");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("s3cret-77"));
+    }
+}
