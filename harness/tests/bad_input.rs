@@ -302,3 +302,32 @@ fn a_lock_token_without_nomad_addr_is_refused() {
         assert!(!String::from_utf8_lossy(&out.stderr).contains("s3cret-77"));
     }
 }
+
+/// A tag expression nested thousands deep overflowed the parser's stack (exit 134); it is
+/// refused in one line, and one as deep as allowed still runs.
+#[test]
+fn a_tag_expression_nested_too_deep_is_refused() {
+    let plugin = root().join("reference-plugins/dhv/mkdir");
+    let plugin = plugin.to_str().unwrap();
+    let parens = format!("{}@must{}", "(".repeat(16_000), ")".repeat(16_000));
+    let nots = format!("{}@must", "not ".repeat(16_000));
+    for expr in [parens, nots] {
+        refused_in_one_line(
+            &run(&["dhv", plugin, "--tags", &expr]),
+            2,
+            "nests 16000 levels of parentheses and `not`, more than the 64 allowed",
+        );
+    }
+    let deepest = format!(
+        "{}@DHV-FINGERPRINT-EXIT-ZERO{}",
+        "(".repeat(64),
+        ")".repeat(64)
+    );
+    let out = run(&["dhv", plugin, "--tags", &deepest]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
