@@ -331,3 +331,20 @@ fn a_tag_expression_nested_too_deep_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A volume size of 0 gave the reference plugin two false MUST failures (an empty capacity
+/// range), and one of a byte a third (the block clauses write 4 KiB through the device).
+#[test]
+fn a_test_volume_size_below_one_block_is_refused() {
+    let launch = format!(
+        "{} --endpoint {{endpoint}} --node-id n1 --state-dir {{state_dir}}",
+        workspace_bin("csi-hostpath").display()
+    );
+    for size in ["0", "1", "4095B"] {
+        refused_in_one_line(
+            &run(&["csi", "--launch", &launch, "--test-volume-size", size]),
+            2,
+            "must hold at least 4096 bytes",
+        );
+    }
+}

@@ -307,6 +307,15 @@ impl Input {
             Some(s) => crate::sizes::parse_bytes("--test-volume-size", s)?,
             None => 1 << 30,
         };
+        // 0 is no size at all (a capacity range of 0 and 0 is an unspecified one), and the
+        // block clauses write one block through a volume's device.
+        let floor = crate::steps::csi::block::BLOCK as i64;
+        if volume_size < floor {
+            return Err(HarnessError::Usage(format!(
+                "--test-volume-size {:?} is {volume_size} bytes: the volumes must hold at least {floor} bytes, the block the block-volume clauses write through a volume's device",
+                opts.test_volume_size.as_deref().unwrap_or_default()
+            )));
+        }
         let map = |flag: &str, p: &Option<PathBuf>| {
             p.as_deref()
                 .map(|p| string_map(flag, p))
