@@ -14,6 +14,7 @@ pub mod crash;
 pub mod disk_guard;
 pub mod error;
 pub mod escapees;
+pub mod executable;
 pub mod explain;
 pub mod fleet;
 pub mod goversion;

@@ -348,3 +348,72 @@ fn a_test_volume_size_below_one_block_is_refused() {
         );
     }
 }
+
+/// A command line no shell could split (an unbalanced quote) is refused in one line, for a
+/// lock client as for --launch and --plugin-args (before, the lock suite ran it and every
+/// clause failed with a shell syntax error).
+#[test]
+fn a_command_line_with_an_unbalanced_quote_is_refused() {
+    refused_in_one_line(
+        &run(&["lock", "--client", "sh -c 'echo {protected}"]),
+        2,
+        "--client \"sh -c 'echo {protected}\": not a shell-quoted command line (an unbalanced quote",
+    );
+    refused_in_one_line(
+        &run(&["lock", "--sidecar", "lock-sidecar --path \"{path}"]),
+        2,
+        "--sidecar",
+    );
+    refused_in_one_line(
+        &run(&["csi", "--launch", "csi-plugin --endpoint '{endpoint}"]),
+        2,
+        "--launch \"csi-plugin --endpoint '{endpoint}\": not a shell-quoted command line",
+    );
+    refused_in_one_line(
+        &run(&[
+            "driver",
+            workspace_bin("driver-exec").to_str().unwrap(),
+            "--plugin-args",
+            "-v '",
+        ]),
+        2,
+        "--plugin-args \"-v '\": not a shell-quoted command line",
+    );
+}
+
+/// A driver plugin without the execute bit, or built for another machine, was run (and every
+/// clause failed or was blocked): both are refused in one line.
+#[test]
+fn a_driver_that_cannot_run_here_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("driver-noexec");
+    std::fs::copy(workspace_bin("driver-exec"), &plain).unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    refused_in_one_line(
+        &run(&["driver", plain.to_str().unwrap()]),
+        2,
+        "is not executable (chmod +x)",
+    );
+    // The same binary with another machine in its ELF header (e_machine, at byte 18).
+    let (machine, name): (u16, &str) = if cfg!(target_arch = "x86_64") {
+        (183, "aarch64")
+    } else {
+        (62, "x86_64")
+    };
+    let foreign = dir.path().join("driver-foreign");
+    let mut bytes = std::fs::read(workspace_bin("driver-exec")).unwrap();
+    bytes[18..20].copy_from_slice(&machine.to_le_bytes());
+    std::fs::write(&foreign, bytes).unwrap();
+    std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let runs_through_binfmt = std::fs::read_dir("/proc/sys/fs/binfmt_misc")
+        .map(|d| d.count() > 2)
+        .unwrap_or(false);
+    if !runs_through_binfmt {
+        refused_in_one_line(
+            &run(&["driver", foreign.to_str().unwrap()]),
+            2,
+            &format!("is a binary for {name}"),
+        );
+    }
+}

@@ -79,6 +79,16 @@ impl CsiSuite<'_> {
             }
             _ => {}
         }
+        // The launched program runs without a shell: its command line must split, and its
+        // program must be one this machine can run.
+        if let Some(launch) = &args.launch {
+            let words =
+                crate::shell::split_words("--launch", launch).map_err(HarnessError::Usage)?;
+            if let Some(program) = words.first() {
+                crate::executable::check_program(program)
+                    .map_err(|why| HarnessError::Usage(format!("--launch: {why}")))?;
+            }
+        }
         if args.idempotency_count == 0 {
             return usage("--idempotency-count must be at least 1");
         }

@@ -4,7 +4,6 @@
 
 pub mod plugin_dir;
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -35,21 +34,18 @@ const MAX_CAPTURE_LIMIT: i64 = 1 << 30;
 /// when the plugin is a symlink to a file elsewhere (a plugin reading its configuration from
 /// beside itself, as the docs suggest, reads it there).
 pub fn check_plugin(path: &Path) -> Result<PathBuf, HarnessError> {
+    use crate::executable::Unrunnable;
     let shown = path.display();
-    let meta = std::fs::metadata(path)
-        .map_err(|e| HarnessError::Usage(format!("plugin {shown}: {}", io_reason(&e))))?;
-    if meta.is_dir() {
-        return Err(HarnessError::Usage(format!(
-            "plugin {shown} is a directory, not an executable"
-        )));
-    }
-    if meta.permissions().mode() & 0o111 == 0
-        || nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_err()
-    {
-        return Err(HarnessError::Usage(format!(
-            "plugin {shown} is not executable (Nomad only lists files with an execute bit; try chmod +x)"
-        )));
-    }
+    crate::executable::check(path).map_err(|why| {
+        HarnessError::Usage(match why {
+            Unrunnable::Missing => format!("plugin {shown}: no such file"),
+            Unrunnable::Directory => format!("plugin {shown} is a directory, not an executable"),
+            Unrunnable::NotExecutable => format!(
+                "plugin {shown} is not executable (Nomad only lists files with an execute bit; try chmod +x)"
+            ),
+            other => format!("plugin {shown} {other}"),
+        })
+    })?;
     let absolute = std::path::absolute(path)
         .map_err(|e| HarnessError::Usage(format!("plugin {shown}: {}", io_reason(&e))))?;
     Ok(clean(&absolute))
@@ -270,6 +266,8 @@ async fn probe_version(plugin: &Plugin, profile: &Profile, scratch: &Path) -> Op
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
     use super::*;
 
     #[test]
