@@ -24,7 +24,7 @@ use crate::run::{SuiteOptions, run_suite};
 pub fn run(cli: Cli) -> i32 {
     // Secrets given on the command line or in the environment never reach a report or the
     // console (see crate::secrets).
-    crate::secrets::register_from_words(&std::env::args().collect::<Vec<_>>());
+    crate::secrets::register_from_words(&command_line());
     for var in ["NOMAD_TOKEN", "NOMAD_CONFORM_TOKEN"] {
         if let Some(v) = std::env::var_os(var) {
             crate::secrets::register(&v.to_string_lossy());
@@ -77,6 +77,14 @@ pub fn run(cli: Cli) -> i32 {
     }
 }
 
+/// The command line as text, for secrets and the record: read with `args_os` (a path that is
+/// not UTF-8 is a path like any other), and shown lossily where it is not UTF-8.
+fn command_line() -> Vec<String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, HarnessError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -110,7 +118,7 @@ fn suite_options(s: &SuiteArgs, output: Output) -> Result<SuiteOptions, HarnessE
         strict: s.strict,
         shard: s.shard.as_deref().map(parse_shard).transpose()?,
         output,
-        command_line: std::env::args().collect(),
+        command_line: command_line(),
     })
 }
 

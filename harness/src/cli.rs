@@ -121,7 +121,7 @@ pub struct SuiteArgs {
     pub specs: Option<PathBuf>,
     /// Contract profile: a built-in name (nomad-1.10) or a TOML file laid over it.
     #[arg(long, value_name = "NAME|FILE", env = "NOMAD_CONFORM_PROFILE")]
-    pub profile: Option<String>,
+    pub profile: Option<PathBuf>,
     /// Count SHOULD failures as failures (exit status 1).
     #[arg(long, env = "NOMAD_CONFORM_STRICT")]
     pub strict: bool,

@@ -36,6 +36,7 @@ pub mod sizes;
 pub mod specs;
 pub mod step_dispatch;
 pub mod steps;
+pub mod utf8_paths;
 pub mod world;
 
 /// A duration as a short human figure: `850ms`, `1.25s`.

@@ -283,7 +283,7 @@ pub struct SuiteOptions {
     /// `--specs DIR`: feature files to run instead of the embedded ones.
     pub specs: Option<std::path::PathBuf>,
     /// `--profile NAME|FILE`.
-    pub profile: Option<String>,
+    pub profile: Option<std::path::PathBuf>,
     /// `--tags EXPR`.
     pub tags: Option<String>,
     pub seed: Option<u64>,

@@ -152,7 +152,10 @@ impl CsiSuite<'_> {
         flag("--secrets", path(&args.secrets));
         flag("--mutable-parameters", args.mutable_parameters.clone());
         flag("--mount-dir", path(&args.mount_dir));
-        flag("--profile", common.profile.clone());
+        flag(
+            "--profile",
+            common.profile.as_ref().map(|p| p.display().to_string()),
+        );
         flag(
             "--specs",
             common.specs.as_ref().map(|p| p.display().to_string()),
@@ -337,13 +340,18 @@ impl Input {
             .as_deref()
             .map(mutable_parameters)
             .transpose()?;
-        if let Some(d) = &opts.mount_dir
-            && !d.is_dir()
-        {
-            return Err(HarnessError::Usage(format!(
-                "--mount-dir {} is not a directory",
-                d.display()
-            )));
+        if let Some(d) = &opts.mount_dir {
+            if !d.is_dir() {
+                return Err(HarnessError::Usage(format!(
+                    "--mount-dir {} is not a directory",
+                    d.display()
+                )));
+            }
+            crate::utf8_paths::require(
+                "--mount-dir",
+                d,
+                "the staging and target paths made in it are sent to the plugin as strings (staging_target_path, target_path)",
+            )?;
         }
         let socket = |e: &Option<String>| {
             e.as_deref()

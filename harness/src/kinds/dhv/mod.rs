@@ -48,7 +48,14 @@ pub fn check_plugin(path: &Path) -> Result<PathBuf, HarnessError> {
     })?;
     let absolute = std::path::absolute(path)
         .map_err(|e| HarnessError::Usage(format!("plugin {shown}: {}", io_reason(&e))))?;
-    Ok(clean(&absolute))
+    let absolute = clean(&absolute);
+    crate::utf8_paths::require(
+        "plugin",
+        &absolute,
+        "Nomad names a host volume plugin by its file name (plugin_id, a JSON string) and gives \
+         it its directory as DHV_PLUGIN_DIR",
+    )?;
+    Ok(absolute)
 }
 
 /// `path` with `.` and `..` resolved lexically, as Go's filepath.Join cleans it.
@@ -177,7 +184,10 @@ impl DhvSuite<'_> {
             "--volumes-dir",
             args.volumes_dir.as_ref().map(|p| p.display().to_string()),
         );
-        flag("--profile", common.profile.clone());
+        flag(
+            "--profile",
+            common.profile.as_ref().map(|p| p.display().to_string()),
+        );
         flag(
             "--specs",
             common.specs.as_ref().map(|p| p.display().to_string()),
@@ -194,14 +204,26 @@ impl Suite for DhvSuite<'_> {
     type World = DhvWorld;
 
     fn scratch_parent(&self) -> Result<PathBuf, HarnessError> {
-        match &self.args.volumes_dir {
-            Some(d) if d.is_dir() => Ok(d.clone()),
-            Some(d) => Err(HarnessError::Usage(format!(
-                "--volumes-dir {} is not a directory",
-                d.display()
-            ))),
-            None => Ok(std::env::temp_dir()),
-        }
+        let dir = match &self.args.volumes_dir {
+            Some(d) if d.is_dir() => d.clone(),
+            Some(d) => {
+                return Err(HarnessError::Usage(format!(
+                    "--volumes-dir {} is not a directory",
+                    d.display()
+                )));
+            }
+            None => std::env::temp_dir(),
+        };
+        let what = match &self.args.volumes_dir {
+            Some(_) => "--volumes-dir",
+            None => "the temporary directory (TMPDIR)",
+        };
+        crate::utf8_paths::require(
+            what,
+            &dir,
+            "the volumes directories made in it are given to the plugin as DHV_VOLUMES_DIR",
+        )?;
+        Ok(dir)
     }
 
     async fn prepare(

@@ -115,7 +115,10 @@ impl DriverSuite<'_> {
         flag("--tasks", path(&args.tasks));
         flag("--task-command", args.task_command.clone());
         flag("--chroot-env", args.chroot_env.clone());
-        flag("--profile", common.profile.clone());
+        flag(
+            "--profile",
+            common.profile.as_ref().map(|p| p.display().to_string()),
+        );
         flag("--specs", path(&common.specs));
         parts.join(" ")
     }

@@ -87,7 +87,10 @@ impl LockSuite<'_> {
         flag("--give-up", args.give_up.clone());
         flag("--stop-on-client-after", args.stop_on_client_after.clone());
         flag("--clients", args.clients.map(|c| c.to_string()));
-        flag("--profile", common.profile.clone());
+        flag(
+            "--profile",
+            common.profile.as_ref().map(|p| p.display().to_string()),
+        );
         flag(
             "--specs",
             common.specs.as_ref().map(|p| p.display().to_string()),

@@ -193,7 +193,7 @@ async fn reference_setup(
     let mut rerun = vec!["nomad-conform".to_string(), KIND.into()];
     if let Some(p) = &common.profile {
         rerun.push("--profile".into());
-        rerun.push(quote(p));
+        rerun.push(quote(&p.display().to_string()));
     }
     Ok(Setup {
         target: Target::Reference {
