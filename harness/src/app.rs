@@ -25,7 +25,7 @@ pub fn run(cli: Cli) -> i32 {
     // Secrets given on the command line or in the environment (NOMAD_TOKEN, and every variable
     // whose name looks secret: a plugin run with --inherit-env may print them) never reach a
     // report or the console (see crate::secrets).
-    crate::secrets::register_from_words(&std::env::args().collect::<Vec<_>>());
+    crate::secrets::register_from_words(&command_line());
     crate::secrets::register_env(std::env::vars_os().map(|(k, v)| {
         (
             k.to_string_lossy().into_owned(),
@@ -79,6 +79,14 @@ pub fn run(cli: Cli) -> i32 {
     }
 }
 
+/// The command line as text, for secrets and the record: read with `args_os` (a path that is
+/// not UTF-8 is a path like any other), and shown lossily where it is not UTF-8.
+fn command_line() -> Vec<String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, HarnessError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -112,7 +120,7 @@ fn suite_options(s: &SuiteArgs, output: Output) -> Result<SuiteOptions, HarnessE
         strict: s.strict,
         shard: s.shard.as_deref().map(parse_shard).transpose()?,
         output,
-        command_line: std::env::args().collect(),
+        command_line: command_line(),
     })
 }
 

@@ -121,7 +121,7 @@ pub struct SuiteArgs {
     pub specs: Option<PathBuf>,
     /// Contract profile: a built-in name (nomad-1.10) or a TOML file laid over it.
     #[arg(long, value_name = "NAME|FILE", env = "NOMAD_CONFORM_PROFILE")]
-    pub profile: Option<String>,
+    pub profile: Option<PathBuf>,
     /// Count SHOULD failures as failures (exit status 1).
     #[arg(long, env = "NOMAD_CONFORM_STRICT")]
     pub strict: bool,
@@ -285,7 +285,8 @@ pub struct DhvArgs {
     /// Pass the harness's own environment to the plugin as well (Nomad passes only DHV_*).
     #[arg(long, env = "NOMAD_CONFORM_INHERIT_ENV")]
     pub inherit_env: bool,
-    /// Bytes of stdout/stderr kept per call (head and tail); the rest is counted and dropped.
+    /// Bytes of stdout and stderr kept per call, the two together (head and tail of each); the
+    /// rest is counted and dropped. From 1KiB to 1GiB.
     #[arg(
         long,
         value_name = "BYTES",

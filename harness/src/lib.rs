@@ -16,6 +16,7 @@ pub mod disk_guard;
 pub mod error;
 pub mod escapees;
 pub mod exec_signals;
+pub mod executable;
 pub mod explain;
 pub mod fleet;
 pub mod goversion;
@@ -39,6 +40,7 @@ pub mod sizes;
 pub mod specs;
 pub mod step_dispatch;
 pub mod steps;
+pub mod utf8_paths;
 pub mod world;
 
 /// A duration as a short human figure: `850ms`, `1.25s`.

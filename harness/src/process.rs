@@ -2,8 +2,8 @@
 //!
 //! Every executable runs in a process group of its own. At the deadline the whole group gets
 //! SIGKILL (Nomad kills only the direct child; we kill the group so that nothing outlives a run).
-//! stdout and stderr are drained concurrently into bounded captures that keep the head and the
-//! tail. After the plugin exits we watch for descendants that keep its stdout or stderr open:
+//! stdout and stderr are drained concurrently into captures that keep the head and the tail of
+//! each, under one bound for the two. After the plugin exits we watch for descendants that keep its stdout or stderr open:
 //! with real Nomad such a descendant blocks the call past its deadline, because the agent reads
 //! both pipes to EOF. A descendant that left the group with setsid(2) is found through the
 //! harness being a child subreaper (see [`crate::escapees`]), reported and killed too.
@@ -37,7 +37,8 @@ pub struct ExecSpec {
     pub inherit_env: bool,
     pub cwd: Option<PathBuf>,
     pub deadline: Duration,
-    /// Bytes kept per stream (head and tail, half each); the rest is counted and dropped.
+    /// Bytes of stdout and stderr kept together (see [`Captures`]); the rest is counted and
+    /// dropped.
     pub capture_limit: usize,
     /// How long descendants may keep stdout/stderr open after the plugin exits before it counts
     /// as holding them.
@@ -176,6 +177,39 @@ impl Capture {
         self.total
     }
 
+    /// Bytes kept (head and tail).
+    pub fn kept_bytes(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// Keep at most `cap` bytes from now on: the stream's first and last `cap / 2` bytes (of
+    /// what is kept already, and of what comes). A limit only ever shrinks.
+    fn shrink_to(&mut self, cap: usize) {
+        let half = (cap / 2).max(1);
+        if half >= self.half {
+            return;
+        }
+        if self.tail.is_empty() && self.head.len() > 2 * half {
+            // Kept whole so far: cut it to its head and tail.
+            self.tail = self.head[self.head.len() - half..]
+                .iter()
+                .copied()
+                .collect();
+            self.head.truncate(half);
+            self.head.shrink_to_fit();
+        } else if !self.tail.is_empty() {
+            self.head.truncate(half);
+            self.tail.drain(..self.tail.len().saturating_sub(half));
+            if self.head.capacity() > 2 * half {
+                self.head.shrink_to_fit();
+            }
+            if self.tail.capacity() > 2 * half {
+                self.tail.shrink_to_fit();
+            }
+        }
+        self.half = half;
+    }
+
     pub fn is_truncated(&self) -> bool {
         self.total > (self.head.len() + self.tail.len()) as u64
     }
@@ -226,6 +260,62 @@ impl Capture {
             total_bytes: self.total,
             truncated: true,
         }
+    }
+}
+
+/// One of a process's two output streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// The stdout and stderr of one call under one limit: together they keep at most `limit`
+/// bytes. Each stream is kept whole while both fit; past that the larger is cut to its head and
+/// tail in what the other leaves it, and when both are large each keeps half. A stream alone
+/// (the other empty) is kept as a [`Capture`] of the whole limit is.
+#[derive(Clone, Debug)]
+pub struct Captures {
+    pub stdout: Capture,
+    pub stderr: Capture,
+    limit: usize,
+}
+
+impl Captures {
+    pub fn new(limit: usize) -> Self {
+        Captures {
+            stdout: Capture::new(limit),
+            stderr: Capture::new(limit),
+            limit,
+        }
+    }
+
+    pub fn push(&mut self, stream: Stream, chunk: &[u8]) {
+        match stream {
+            Stream::Stdout => self.stdout.push(chunk),
+            Stream::Stderr => self.stderr.push(chunk),
+        }
+        let (out, err) = (self.stdout.kept_bytes(), self.stderr.kept_bytes());
+        if out + err <= self.limit {
+            return;
+        }
+        let half = self.limit / 2;
+        if err <= half {
+            self.stdout.shrink_to(self.limit - err);
+        } else if out <= half {
+            self.stderr.shrink_to(self.limit - out);
+        } else {
+            self.stdout.shrink_to(half);
+            self.stderr.shrink_to(self.limit - half);
+        }
+    }
+
+    /// Both streams, moved out (the captures left behind are empty).
+    pub fn take(&mut self) -> (Capture, Capture) {
+        (
+            std::mem::replace(&mut self.stdout, Capture::new(0)),
+            std::mem::replace(&mut self.stderr, Capture::new(0)),
+        )
     }
 }
 
@@ -324,11 +414,10 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     let guard = GroupGuard::new(pgid);
 
-    let stdout = Arc::new(Mutex::new(Capture::new(spec.capture_limit)));
-    let stderr = Arc::new(Mutex::new(Capture::new(spec.capture_limit)));
+    let output = Arc::new(Mutex::new(Captures::new(spec.capture_limit)));
     let mut readers = vec![
-        drain(child.stdout.take(), stdout.clone()),
-        drain(child.stderr.take(), stderr.clone()),
+        drain_stream(child.stdout.take(), output.clone(), Stream::Stdout),
+        drain_stream(child.stderr.take(), output.clone(), Stream::Stderr),
     ];
 
     let deadline_at = tokio::time::Instant::from_std(started + spec.deadline);
@@ -407,16 +496,13 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     }
 
     // Move the captures out (the reader tasks are done or aborted): no copy of up to the
-    // capture limit per stream.
-    let take = |c: &Arc<Mutex<Capture>>| {
-        let mut guard = c.lock().unwrap_or_else(|p| p.into_inner());
-        std::mem::replace(&mut *guard, Capture::new(0))
-    };
+    // capture limit.
+    let (stdout, stderr) = output.lock().unwrap_or_else(|p| p.into_inner()).take();
     ExecOutput {
         pid: pgid,
         status,
-        stdout: take(&stdout),
-        stderr: take(&stderr),
+        stdout,
+        stderr,
         wall,
         held_output,
         output_held_open,
@@ -529,17 +615,41 @@ pub fn drain<R>(pipe: Option<R>, into: Arc<Mutex<Capture>>) -> JoinHandle<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
+    drain_with(pipe, move |chunk| {
+        if let Ok(mut c) = into.lock() {
+            c.push(chunk);
+        }
+    })
+}
+
+/// Read `pipe`, the process's `stream`, to its end into the captures of its call.
+pub fn drain_stream<R>(
+    pipe: Option<R>,
+    into: Arc<Mutex<Captures>>,
+    stream: Stream,
+) -> JoinHandle<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    drain_with(pipe, move |chunk| {
+        if let Ok(mut c) = into.lock() {
+            c.push(stream, chunk);
+        }
+    })
+}
+
+fn drain_with<R, F>(pipe: Option<R>, mut push: F) -> JoinHandle<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    F: FnMut(&[u8]) + Send + 'static,
+{
     tokio::spawn(async move {
         let Some(mut pipe) = pipe else { return };
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             match pipe.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if let Ok(mut c) = into.lock() {
-                        c.push(&buf[..n]);
-                    }
-                }
+                Ok(n) => push(&buf[..n]),
             }
         }
     })
@@ -667,6 +777,73 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_calls_two_streams_share_the_limit() {
+        let out: Vec<u8> = (0..800u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let err: Vec<u8> = (0..800u32).map(|i| b'A' + (i % 26) as u8).collect();
+        for chunk in [1, 7, 64, 800] {
+            let mut c = Captures::new(1024);
+            for (o, e) in out.chunks(chunk).zip(err.chunks(chunk)) {
+                c.push(Stream::Stdout, o);
+                c.push(Stream::Stderr, e);
+                assert!(c.stdout.kept_bytes() + c.stderr.kept_bytes() <= 1024);
+            }
+            let (o, e) = c.take();
+            assert!(o.kept_bytes() + e.kept_bytes() <= 1024, "chunks of {chunk}");
+            for (capture, stream) in [(&o, &out), (&e, &err)] {
+                // Noted as one stream's truncation is: its total, and what was left out.
+                assert_eq!(capture.total_bytes(), 800);
+                assert!(capture.is_truncated() && capture.complete().is_none());
+                let ex = capture.excerpt(10_000);
+                assert!(ex.truncated, "{}", ex.text);
+                let kept = capture.kept_bytes();
+                assert!(
+                    ex.text
+                        .contains(&format!("[... {} bytes omitted ...]", 800 - kept)),
+                    "{}",
+                    ex.text
+                );
+                assert!(
+                    ex.text
+                        .starts_with(std::str::from_utf8(&stream[..kept / 2]).unwrap())
+                );
+                assert!(
+                    ex.text
+                        .ends_with(std::str::from_utf8(&stream[800 - kept / 2..]).unwrap())
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_stream_alone_keeps_the_whole_limit() {
+        let mut c = Captures::new(1024);
+        c.push(Stream::Stderr, &[b'e'; 24]);
+        c.push(Stream::Stdout, &[b'o'; 1000]);
+        assert_eq!(c.stdout.complete().unwrap().len(), 1000);
+        assert_eq!(c.stderr.complete().unwrap().len(), 24);
+        // One more byte of stderr: stdout gives up what stderr needs, keeping its ends.
+        c.push(Stream::Stderr, b"!");
+        assert_eq!(c.stderr.complete().unwrap().len(), 25);
+        assert!(c.stdout.is_truncated());
+        assert!(c.stdout.kept_bytes() + 25 <= 1024);
+    }
+
+    #[tokio::test]
+    async fn both_streams_of_a_call_keep_the_limit_together() {
+        let mut spec = sh(
+            "head -c 5000 /dev/zero | tr '\\0' o; head -c 5000 /dev/zero | tr '\\0' e >&2",
+            10_000,
+        );
+        spec.env.push(("PATH".into(), "/usr/bin:/bin".into()));
+        let out = run(&spec).await;
+        assert!(out.succeeded(), "{:?}", out.status);
+        assert_eq!(out.stdout.total_bytes(), 5000);
+        assert_eq!(out.stderr.total_bytes(), 5000);
+        assert!(out.stdout.is_truncated() && out.stderr.is_truncated());
+        assert!(out.stdout.kept_bytes() + out.stderr.kept_bytes() <= 1024);
     }
 
     #[test]

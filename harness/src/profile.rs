@@ -23,6 +23,14 @@ pub enum ProfileError {
     Parse { name: String, message: String },
     #[error("unknown profile {name:?}: not a file, and not one of the built-in profiles ({known})")]
     Unknown { name: String, known: String },
+    #[error(
+        "profile {name}: [{table}] {key} is 0s: a deadline must be longer than zero (nothing can be done in no time)"
+    )]
+    ZeroDeadline {
+        name: String,
+        table: &'static str,
+        key: &'static str,
+    },
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -211,22 +219,22 @@ pub struct HarnessProfile {
 }
 
 impl Profile {
-    /// Load by embedded name or file path; `None` gives the default profile.
-    pub fn load(spec: Option<&str>) -> Result<Profile, ProfileError> {
+    /// Load by embedded name or file path (any path, UTF-8 or not); `None` gives the default
+    /// profile.
+    pub fn load(spec: Option<&Path>) -> Result<Profile, ProfileError> {
         let base_text =
             specs::embedded_profile(DEFAULT_PROFILE).ok_or_else(|| ProfileError::Unknown {
                 name: DEFAULT_PROFILE.into(),
                 known: specs::embedded_profile_names().join(", "),
             })?;
         let mut base: toml::Value = parse_toml(DEFAULT_PROFILE, base_text)?;
-        let name = match spec {
-            None => DEFAULT_PROFILE,
-            Some(s) => s,
-        };
-        let overlay_text = if let Some(text) = specs::embedded_profile(name) {
+        let spec = spec.unwrap_or(Path::new(DEFAULT_PROFILE));
+        let shown = spec.display().to_string();
+        let name = shown.as_str();
+        let overlay_text = if let Some(text) = spec.to_str().and_then(specs::embedded_profile) {
             text.to_string()
-        } else if Path::new(name).is_file() {
-            std::fs::read_to_string(name).map_err(|source| ProfileError::Read {
+        } else if spec.is_file() {
+            std::fs::read_to_string(spec).map_err(|source| ProfileError::Read {
                 path: name.into(),
                 source,
             })?
@@ -238,11 +246,73 @@ impl Profile {
         };
         let overlay = parse_toml(name, &overlay_text)?;
         merge(&mut base, overlay);
-        base.try_into()
-            .map_err(|e: toml::de::Error| ProfileError::Parse {
+        let profile: Profile =
+            base.try_into()
+                .map_err(|e: toml::de::Error| ProfileError::Parse {
+                    name: name.into(),
+                    message: e.to_string(),
+                })?;
+        match profile
+            .deadlines()
+            .into_iter()
+            .find(|(_, _, d)| d.is_zero())
+        {
+            Some((table, key, _)) => Err(ProfileError::ZeroDeadline {
                 name: name.into(),
-                message: e.to_string(),
-            })
+                table,
+                key,
+            }),
+            None => Ok(profile),
+        }
+    }
+
+    /// Every number of the profile that is a deadline or a length of time something is given
+    /// (as `[table]`, key, value): none of them may be zero. Tolerances, margins and graces
+    /// may be.
+    fn deadlines(&self) -> Vec<(&'static str, &'static str, Duration)> {
+        let (dhv, csi, driver, lock, harness) = (
+            &self.dhv,
+            &self.csi,
+            &self.driver,
+            &self.lock,
+            &self.harness,
+        );
+        vec![
+            (
+                "dhv",
+                "fingerprint_discovery_deadline",
+                dhv.fingerprint_discovery_deadline,
+            ),
+            (
+                "dhv",
+                "fingerprint_documented_deadline",
+                dhv.fingerprint_documented_deadline,
+            ),
+            ("dhv", "create_deadline", dhv.create_deadline),
+            ("dhv", "delete_deadline", dhv.delete_deadline),
+            ("csi", "plugin_info_deadline", csi.plugin_info_deadline),
+            ("csi", "probe_deadline", csi.probe_deadline),
+            ("csi", "health_timeout", csi.health_timeout),
+            ("csi", "rpc_deadline", csi.rpc_deadline),
+            ("driver", "start_timeout", driver.start_timeout),
+            (
+                "driver",
+                "fingerprint_deadline",
+                driver.fingerprint_deadline,
+            ),
+            ("driver", "fingerprint_period", driver.fingerprint_period),
+            ("driver", "shutdown_timeout", driver.shutdown_timeout),
+            ("driver", "rpc_deadline", driver.rpc_deadline),
+            ("driver", "task_call_deadline", driver.task_call_deadline),
+            ("driver", "stats_interval", driver.stats_interval),
+            ("driver", "exec_deadline", driver.exec_deadline),
+            ("lock", "start_within", lock.start_within),
+            ("lock", "hold_for", lock.hold_for),
+            ("lock", "stop_within", lock.stop_within),
+            ("lock", "refusal_within", lock.refusal_within),
+            ("lock", "campaign", lock.campaign),
+            ("harness", "launch_timeout", harness.launch_timeout),
+        ]
     }
 }
 
@@ -292,7 +362,7 @@ mod tests {
 
     #[test]
     fn the_fast_profile_shortens_only_the_harness_waits() {
-        let fast = Profile::load(Some("fast")).unwrap();
+        let fast = Profile::load(Some(Path::new("fast"))).unwrap();
         let base = Profile::load(None).unwrap();
         assert_eq!(fast.name, "fast");
         assert!(fast.driver.fingerprint_period < base.driver.fingerprint_period);
@@ -307,7 +377,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("p.toml");
         std::fs::write(&f, "name = \"short\"\n[dhv]\ncreate_deadline = \"2s\"\n").unwrap();
-        let p = Profile::load(Some(f.to_str().unwrap())).unwrap();
+        let p = Profile::load(Some(&f)).unwrap();
         assert_eq!(p.name, "short");
         assert_eq!(p.dhv.create_deadline, Duration::from_secs(2));
         assert_eq!(p.dhv.delete_deadline, Duration::from_secs(60));
@@ -315,7 +385,7 @@ mod tests {
 
     #[test]
     fn bad_profiles_are_reported() {
-        let err = Profile::load(Some("no-such-profile"))
+        let err = Profile::load(Some(Path::new("no-such-profile")))
             .unwrap_err()
             .to_string();
         assert!(err.contains("nomad-1.10"), "{err}");
@@ -323,13 +393,39 @@ mod tests {
         let f = dir.path().join("p.toml");
         std::fs::write(&f, "[dhv]\ncreate_deadline = \"soon\"\n").unwrap();
         assert!(matches!(
-            Profile::load(Some(f.to_str().unwrap())),
+            Profile::load(Some(&f)),
             Err(ProfileError::Parse { .. })
         ));
         std::fs::write(&f, "[dhv]\ncreat_deadline = \"1s\"\n").unwrap();
-        let err = Profile::load(Some(f.to_str().unwrap()))
-            .unwrap_err()
-            .to_string();
+        let err = Profile::load(Some(&f)).unwrap_err().to_string();
         assert!(err.contains("creat_deadline"), "{err}");
+    }
+
+    #[test]
+    fn a_zero_deadline_is_refused_and_a_zero_tolerance_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("p.toml");
+        let load = |text: &str| {
+            std::fs::write(&f, text).unwrap();
+            Profile::load(Some(&f)).map_err(|e| e.to_string())
+        };
+        for (table, key) in [
+            ("dhv", "create_deadline"),
+            ("csi", "probe_deadline"),
+            ("driver", "start_timeout"),
+            ("lock", "stop_within"),
+            ("harness", "launch_timeout"),
+        ] {
+            let err = load(&format!("[{table}]\n{key} = \"0s\"\n")).unwrap_err();
+            assert!(
+                err.contains(&format!("[{table}] {key} is 0s")) && err.contains("deadline"),
+                "{err}"
+            );
+        }
+        assert!(load("[lock]\noverlap_tolerance = \"0s\"\n").is_ok());
+        // The built-in profiles have none.
+        for name in specs::embedded_profile_names() {
+            Profile::load(Some(Path::new(name))).unwrap();
+        }
     }
 }

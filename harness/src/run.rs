@@ -287,7 +287,7 @@ pub struct SuiteOptions {
     /// `--specs DIR`: feature files to run instead of the embedded ones.
     pub specs: Option<std::path::PathBuf>,
     /// `--profile NAME|FILE`.
-    pub profile: Option<String>,
+    pub profile: Option<std::path::PathBuf>,
     /// `--tags EXPR`.
     pub tags: Option<String>,
     pub seed: Option<u64>,
@@ -300,8 +300,44 @@ pub struct SuiteOptions {
     pub command_line: Vec<String>,
 }
 
+/// Most levels a `--tags` expression may nest (parentheses, and `not`s applied to one another):
+/// the parser recurses once a level, and some thousands overflow the stack.
+pub const MAX_TAG_DEPTH: usize = 64;
+
+/// How deep `expr` nests: each `(` and each `not` opens a level, which closes with the group or
+/// the operand it applies to.
+fn tag_depth(expr: &str) -> usize {
+    let spaced = expr.replace('(', " ( ").replace(')', " ) ");
+    // Per open group: the depth outside it and the `not`s that apply to it.
+    let mut outer: Vec<(usize, usize)> = Vec::new();
+    let (mut base, mut nots, mut deepest) = (0usize, 0usize, 0usize);
+    for token in spaced.split_whitespace() {
+        match token {
+            "(" => {
+                outer.push((base, nots));
+                base += nots + 1;
+                nots = 0;
+            }
+            ")" => {
+                base = outer.pop().map_or(0, |(b, _)| b);
+                nots = 0;
+            }
+            "not" => nots += 1,
+            _ => nots = 0,
+        }
+        deepest = deepest.max(base + nots);
+    }
+    deepest
+}
+
 /// Parse a `--tags` expression.
 pub fn parse_tags(expr: &str) -> Result<TagOperation, crate::error::HarnessError> {
+    let depth = tag_depth(expr);
+    if depth > MAX_TAG_DEPTH {
+        return Err(crate::error::HarnessError::Usage(format!(
+            "invalid --tags expression: it nests {depth} levels of parentheses and `not`, more than the {MAX_TAG_DEPTH} allowed"
+        )));
+    }
     expr.parse::<TagOperation>().map_err(|e| {
         crate::error::HarnessError::Usage(format!("invalid --tags expression {expr:?}: {e}"))
     })
@@ -370,4 +406,26 @@ pub fn make_scratch_base(
     dir.canonicalize().map_err(|e| {
         crate::error::HarnessError::Internal(format!("failed to resolve {}: {e}", dir.display()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_expressions_nest_as_deep_as_their_groups_and_nots() {
+        assert_eq!(tag_depth("@must"), 0);
+        assert_eq!(tag_depth("@must and not @A"), 1);
+        assert_eq!(tag_depth("not @a and not @b and not @c"), 1);
+        assert_eq!(tag_depth("not not (@a or (not @b))"), 5);
+        assert_eq!(tag_depth("(@a) and (@b)"), 1);
+        let nested = |n: usize| format!("{}@must{}", "(".repeat(n), ")".repeat(n));
+        assert!(parse_tags(&nested(MAX_TAG_DEPTH)).is_ok());
+        let e = parse_tags(&nested(16_000)).unwrap_err().to_string();
+        assert!(e.contains("nests 16000 levels"), "{e}");
+        let e = parse_tags(&format!("{}@must", "not ".repeat(MAX_TAG_DEPTH + 1)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than the 64 allowed"), "{e}");
+    }
 }

@@ -252,6 +252,80 @@ fn a_call_meant_to_fail_cannot_write_past_the_file_size_limit() {
     assert!(wrote > 0, "{stdout}");
 }
 
+/// A create that writes into its volume, a little at a time, for as long as it is let.
+const FILLS_ITS_VOLUME: &str = r#"#!/bin/sh
+. "${0%/*}/../lib/base.sh"
+do_create() {
+    volume_path
+    mkdir -p "$path" || fail "mkdir"
+    i=0
+    while :; do
+        dd if=/dev/zero of="$path/data.$i" bs=1048576 count=4 conv=fsync 2>/dev/null
+        i=$((i + 1))
+        sleep 0.05
+    done
+}
+main "$@"
+"#;
+
+/// README: a clause whose failure was the harness's doing (the call stopped for the disk) is
+/// skipped with that reason, not judged. An ordinary create filling a small filesystem (a
+/// 64 MiB tmpfs as --volumes-dir: the floor is half of what was free) is stopped by the disk
+/// guard, and DHV-CREATE-EXIT-ZERO, which judges it, is skipped, not failed.
+#[test]
+fn an_ordinary_create_stopped_for_the_disk_is_skipped_with_the_reason() {
+    if !support::needs_root("the disk guard test (a small tmpfs)") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let plugin = plugin_copy(d.path());
+    std::fs::write(&plugin, FILLS_ITS_VOLUME).unwrap();
+    let small = d.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64m", "tmpfs"])
+        .arg(&small)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(small.clone());
+    let json = d.path().join("run.json");
+    let out = nomad_conform(
+        d.path(),
+        &[
+            "dhv",
+            plugin.to_str().unwrap(),
+            "--volumes-dir",
+            small.to_str().unwrap(),
+            "--tags",
+            "@DHV-CREATE-EXIT-ZERO",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let record: RunRecord = serde_json::from_str(&std::fs::read_to_string(&json).unwrap())
+        .unwrap_or_else(|e| panic!("{e}\n{}", text(&out)));
+    let case = &record.cases[0];
+    assert_eq!(
+        case.verdict,
+        nomad_conform_reports::model::Verdict::Skip,
+        "{:?}\n{}",
+        case.reason,
+        text(&out)
+    );
+    let reason = case.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("the harness stopped create") && reason.contains("fell to"),
+        "{reason}"
+    );
+}
+
 /// Every report format and the console of a run, as text.
 struct Seen {
     out: Output,

@@ -156,6 +156,7 @@ pub fn resolve(
         ("--tls-skip-verify", args.tls_skip_verify),
         ("--region", args.region.is_some()),
         ("--namespace", args.namespace.is_some()),
+        ("--token", args.token.is_some()),
     ]
     .into_iter()
     .filter_map(|(flag, given)| given.then_some(flag))
@@ -210,7 +211,7 @@ pub fn resolve(
         // its variables, but a TLS flag given to us with a plain address is a mistake.
         if let Some(flag) = explicit
             .iter()
-            .find(|f| !matches!(**f, "--region" | "--namespace"))
+            .find(|f| !matches!(**f, "--region" | "--namespace" | "--token"))
         {
             return Err(HarnessError::Usage(format!(
                 "{flag} is for an https:// address, and --nomad-addr {addr} is plain"
@@ -335,6 +336,13 @@ mod tests {
         };
         let e = with(&tls_without_addr, AddrFallback::Flag, &[]).unwrap_err();
         assert!(e.starts_with("--ca-cert goes with --nomad-addr"), "{e}");
+        // A token too: without --nomad-addr it would be silently ignored.
+        let token_without_addr = NomadApiArgs {
+            token: Some("s3cret".into()),
+            ..NomadApiArgs::default()
+        };
+        let e = with(&token_without_addr, AddrFallback::Flag, &[]).unwrap_err();
+        assert!(e.starts_with("--token goes with --nomad-addr"), "{e}");
     }
 
     #[test]

@@ -79,6 +79,16 @@ impl CsiSuite<'_> {
             }
             _ => {}
         }
+        // The launched program runs without a shell: its command line must split, and its
+        // program must be one this machine can run.
+        if let Some(launch) = &args.launch {
+            let words =
+                crate::shell::split_words("--launch", launch).map_err(HarnessError::Usage)?;
+            if let Some(program) = words.first() {
+                crate::executable::check_program(program)
+                    .map_err(|why| HarnessError::Usage(format!("--launch: {why}")))?;
+            }
+        }
         if args.idempotency_count == 0 {
             return usage("--idempotency-count must be at least 1");
         }
@@ -139,7 +149,10 @@ impl CsiSuite<'_> {
         flag("--secrets", path(&args.secrets));
         flag("--mutable-parameters", args.mutable_parameters.clone());
         flag("--mount-dir", path(&args.mount_dir));
-        flag("--profile", common.profile.clone());
+        flag(
+            "--profile",
+            common.profile.as_ref().map(|p| p.display().to_string()),
+        );
         flag(
             "--specs",
             common.specs.as_ref().map(|p| p.display().to_string()),
@@ -307,6 +320,15 @@ impl Input {
             Some(s) => crate::sizes::parse_bytes("--test-volume-size", s)?,
             None => 1 << 30,
         };
+        // 0 is no size at all (a capacity range of 0 and 0 is an unspecified one), and the
+        // block clauses write one block through a volume's device.
+        let floor = crate::steps::csi::block::BLOCK as i64;
+        if volume_size < floor {
+            return Err(HarnessError::Usage(format!(
+                "--test-volume-size {:?} is {volume_size} bytes: the volumes must hold at least {floor} bytes, the block the block-volume clauses write through a volume's device",
+                opts.test_volume_size.as_deref().unwrap_or_default()
+            )));
+        }
         let map = |flag: &str, p: &Option<PathBuf>| {
             p.as_deref()
                 .map(|p| string_map(flag, p))
@@ -318,13 +340,18 @@ impl Input {
             .as_deref()
             .map(mutable_parameters)
             .transpose()?;
-        if let Some(d) = &opts.mount_dir
-            && !d.is_dir()
-        {
-            return Err(HarnessError::Usage(format!(
-                "--mount-dir {} is not a directory",
-                d.display()
-            )));
+        if let Some(d) = &opts.mount_dir {
+            if !d.is_dir() {
+                return Err(HarnessError::Usage(format!(
+                    "--mount-dir {} is not a directory",
+                    d.display()
+                )));
+            }
+            crate::utf8_paths::require(
+                "--mount-dir",
+                d,
+                "the staging and target paths made in it are sent to the plugin as strings (staging_target_path, target_path)",
+            )?;
         }
         let socket = |e: &Option<String>| {
             e.as_deref()

@@ -4,7 +4,6 @@
 
 pub mod plugin_dir;
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -23,30 +22,40 @@ use crate::steps::dhv::{DhvConfig, DhvWorld};
 
 pub const KIND: &str = "dhv";
 
+/// The least `--capture-limit`: enough for any answer a plugin means to give.
+const MIN_CAPTURE_LIMIT: i64 = 1 << 10;
+/// The most `--capture-limit`: each call (each of up to `--jobs` at once) may hold this much
+/// of the plugin's output in memory.
+const MAX_CAPTURE_LIMIT: i64 = 1 << 30;
+
 /// Check that `path` names an executable file; return its absolute path, with symlinks kept:
 /// Nomad runs `filepath.Join(<plugin_dir>, <name>)` (client/hostvolumemanager/
 /// host_volume_plugin.go), so argv[0] and DHV_PLUGIN_DIR are the configured directory's even
 /// when the plugin is a symlink to a file elsewhere (a plugin reading its configuration from
 /// beside itself, as the docs suggest, reads it there).
 pub fn check_plugin(path: &Path) -> Result<PathBuf, HarnessError> {
+    use crate::executable::Unrunnable;
     let shown = path.display();
-    let meta = std::fs::metadata(path)
-        .map_err(|e| HarnessError::Usage(format!("plugin {shown}: {}", io_reason(&e))))?;
-    if meta.is_dir() {
-        return Err(HarnessError::Usage(format!(
-            "plugin {shown} is a directory, not an executable"
-        )));
-    }
-    if meta.permissions().mode() & 0o111 == 0
-        || nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_err()
-    {
-        return Err(HarnessError::Usage(format!(
-            "plugin {shown} is not executable (Nomad only lists files with an execute bit; try chmod +x)"
-        )));
-    }
+    crate::executable::check(path).map_err(|why| {
+        HarnessError::Usage(match why {
+            Unrunnable::Missing => format!("plugin {shown}: no such file"),
+            Unrunnable::Directory => format!("plugin {shown} is a directory, not an executable"),
+            Unrunnable::NotExecutable => format!(
+                "plugin {shown} is not executable (Nomad only lists files with an execute bit; try chmod +x)"
+            ),
+            other => format!("plugin {shown} {other}"),
+        })
+    })?;
     let absolute = std::path::absolute(path)
         .map_err(|e| HarnessError::Usage(format!("plugin {shown}: {}", io_reason(&e))))?;
-    Ok(clean(&absolute))
+    let absolute = clean(&absolute);
+    crate::utf8_paths::require(
+        "plugin",
+        &absolute,
+        "Nomad names a host volume plugin by its file name (plugin_id, a JSON string) and gives \
+         it its directory as DHV_PLUGIN_DIR",
+    )?;
+    Ok(absolute)
 }
 
 /// `path` with `.` and `..` resolved lexically, as Go's filepath.Join cleans it.
@@ -126,10 +135,11 @@ impl DhvSuite<'_> {
             }
         };
         let capture_limit = parse_bytes("--capture-limit", &args.capture_limit)?;
-        if capture_limit < 1024 {
-            return Err(HarnessError::Usage(
-                "--capture-limit must be at least 1024 bytes".into(),
-            ));
+        if !(MIN_CAPTURE_LIMIT..=MAX_CAPTURE_LIMIT).contains(&capture_limit) {
+            return Err(HarnessError::Usage(format!(
+                "--capture-limit {:?} is {capture_limit} bytes: it must be from 1KiB ({MIN_CAPTURE_LIMIT}) to 1GiB ({MAX_CAPTURE_LIMIT}), what every call may cost the harness's memory",
+                args.capture_limit
+            )));
         }
         let capture_limit = usize::try_from(capture_limit).unwrap_or(usize::MAX);
         Ok(DhvConfig {
@@ -163,7 +173,7 @@ impl DhvSuite<'_> {
             .flag("--capacity-min", args.capacity_min.as_deref())
             .flag("--capacity-max", args.capacity_max.as_deref())
             .flag("--volumes-dir", path(&args.volumes_dir).as_deref())
-            .flag("--profile", common.profile.as_deref())
+            .flag("--profile", path(&common.profile).as_deref())
             .flag("--specs", path(&common.specs).as_deref());
         if args.inherit_env {
             line.word("--inherit-env");
@@ -177,14 +187,26 @@ impl Suite for DhvSuite<'_> {
     type World = DhvWorld;
 
     fn scratch_parent(&self) -> Result<PathBuf, HarnessError> {
-        match &self.args.volumes_dir {
-            Some(d) if d.is_dir() => Ok(d.clone()),
-            Some(d) => Err(HarnessError::Usage(format!(
-                "--volumes-dir {} is not a directory",
-                d.display()
-            ))),
-            None => Ok(std::env::temp_dir()),
-        }
+        let dir = match &self.args.volumes_dir {
+            Some(d) if d.is_dir() => d.clone(),
+            Some(d) => {
+                return Err(HarnessError::Usage(format!(
+                    "--volumes-dir {} is not a directory",
+                    d.display()
+                )));
+            }
+            None => std::env::temp_dir(),
+        };
+        let what = match &self.args.volumes_dir {
+            Some(_) => "--volumes-dir",
+            None => "the temporary directory (TMPDIR)",
+        };
+        crate::utf8_paths::require(
+            what,
+            &dir,
+            "the volumes directories made in it are given to the plugin as DHV_VOLUMES_DIR",
+        )?;
+        Ok(dir)
     }
 
     async fn prepare(
@@ -251,6 +273,8 @@ async fn probe_version(plugin: &Plugin, profile: &Profile, scratch: &Path) -> Op
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
     use super::*;
 
     #[test]
@@ -328,11 +352,10 @@ mod tests {
             config(&["--capacity-max", "1MB"]).unwrap().capacity,
             Some((0, 1_000_000))
         );
-        assert!(
-            config(&["--capture-limit", "100"])
-                .unwrap_err()
-                .to_string()
-                .contains("at least 1024")
-        );
+        for limit in ["100", "0", "1EiB", "1025MiB"] {
+            let e = config(&["--capture-limit", limit]).unwrap_err().to_string();
+            assert!(e.contains("from 1KiB (1024) to 1GiB"), "{limit}: {e}");
+        }
+        assert!(config(&["--capture-limit", "1GiB"]).is_ok());
     }
 }

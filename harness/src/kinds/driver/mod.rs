@@ -54,9 +54,7 @@ impl DriverSuite<'_> {
     fn plugin_args(&self) -> Result<Vec<String>, HarnessError> {
         match &self.args.plugin_args {
             None => Ok(Vec::new()),
-            Some(a) => shlex::split(a).ok_or_else(|| {
-                HarnessError::Usage(format!("--plugin-args {a:?}: not a shell-quoted list"))
-            }),
+            Some(a) => crate::shell::split_words("--plugin-args", a).map_err(HarnessError::Usage),
         }
     }
 
@@ -111,7 +109,10 @@ impl DriverSuite<'_> {
         flag("--tasks", path(&args.tasks));
         flag("--task-command", args.task_command.clone());
         flag("--chroot-env", args.chroot_env.clone());
-        flag("--profile", common.profile.clone());
+        flag(
+            "--profile",
+            common.profile.as_ref().map(|p| p.display().to_string()),
+        );
         flag("--specs", path(&common.specs));
         line
     }
@@ -132,12 +133,9 @@ impl Suite for DriverSuite<'_> {
         if let Some(a) = &opts.plugin_args {
             crate::secrets::register_from_command(a);
         }
-        if !opts.plugin.is_file() {
-            return Err(HarnessError::Usage(format!(
-                "{} is not a file: give the driver plugin binary",
-                opts.plugin.display()
-            )));
-        }
+        crate::executable::check(&opts.plugin).map_err(|why| {
+            HarnessError::Usage(format!("the driver plugin {} {why}", opts.plugin.display()))
+        })?;
         let config_source = self.config_source()?;
         let chroot_env = opts
             .chroot_env

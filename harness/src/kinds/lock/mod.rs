@@ -86,7 +86,10 @@ impl LockSuite<'_> {
         flag("--give-up", args.give_up.clone());
         flag("--stop-on-client-after", args.stop_on_client_after.clone());
         flag("--clients", args.clients.map(|c| c.to_string()));
-        flag("--profile", common.profile.clone());
+        flag(
+            "--profile",
+            common.profile.as_ref().map(|p| p.display().to_string()),
+        );
         flag(
             "--specs",
             common.specs.as_ref().map(|p| p.display().to_string()),
@@ -98,14 +101,16 @@ impl LockSuite<'_> {
     }
 }
 
-/// The client's program must exist before anything runs: otherwise every clause would end in
-/// the same "no such file" (a line that needs a shell is left to the shell).
+/// The client's command line must split as a shell splits it, and its program must be one this
+/// machine can run, before anything runs: otherwise every clause would end in the same shell
+/// syntax error or "no such file" (a line that needs a shell is left to the shell).
 fn check_program(pattern: &Pattern) -> Result<(), HarnessError> {
     let flag = if pattern.is_shim() {
         "--client"
     } else {
         "--sidecar"
     };
+    crate::shell::split_words(flag, pattern.command()).map_err(HarnessError::Usage)?;
     let line = crate::plugins::lock::substitute(
         pattern.command(),
         &[("path", "x"), ("protected", "x"), ("sentinel", "x")],
@@ -117,33 +122,8 @@ fn check_program(pattern: &Pattern) -> Result<(), HarnessError> {
     if argv.len() > 2 && program == "/bin/sh" && argv[1] == "-c" {
         return Ok(());
     }
-    use std::os::unix::fs::PermissionsExt as _;
-    match crate::report::program_path(program) {
-        Some(p) if p.is_file() => {
-            let mode = std::fs::metadata(&p)
-                .map(|m| m.permissions().mode())
-                .unwrap_or(0);
-            if mode & 0o111 == 0 {
-                return Err(HarnessError::Usage(format!(
-                    "{flag}: {} is not executable (chmod +x)",
-                    p.display()
-                )));
-            }
-            Ok(())
-        }
-        Some(p) if p.is_dir() => Err(HarnessError::Usage(format!(
-            "{flag}: {} is a directory, not a program",
-            p.display()
-        ))),
-        _ => Err(HarnessError::Usage(format!(
-            "{flag}: the program {program:?} does not exist{}",
-            if program.contains('/') {
-                ""
-            } else {
-                " (not found on PATH)"
-            }
-        ))),
-    }
+    crate::executable::check_program(program)
+        .map_err(|why| HarnessError::Usage(format!("{flag}: {why}")))
 }
 
 /// Reach the agent once before any clause: a TLS problem or an agent that is not there is one

@@ -43,9 +43,10 @@ pub struct Launcher {
 impl Launcher {
     /// Parse the command and fill in its placeholders.
     pub fn new(command: &str, socket: &Path, state_dir: &Path) -> Result<Launcher, String> {
-        let words = shlex::split(command)
-            .filter(|w| !w.is_empty())
-            .ok_or_else(|| format!("--launch {command:?}: not a command line"))?;
+        let words = crate::shell::split_words("--launch", command)?;
+        if words.is_empty() {
+            return Err(format!("--launch {command:?}: not a command line"));
+        }
         let argv = fill(&words, socket, state_dir);
         Ok(Launcher {
             template: words,

@@ -291,6 +291,15 @@ impl Call {
         self.out.status == ExitStatus::KilledAtDeadline
     }
 
+    /// Why the harness stopped the call itself (a disk it writes to fell below its floor, see
+    /// [`crate::disk_guard`]), if it did.
+    pub fn stopped_by_harness(&self) -> Option<&str> {
+        match &self.out.status {
+            ExitStatus::StoppedByHarness { reason } => Some(reason),
+            _ => None,
+        }
+    }
+
     /// A copy of complete stdout, if it fitted in the capture limit ([`Call::stdout_json`]
     /// reads it in place).
     pub fn stdout(&self) -> Option<Vec<u8>> {

@@ -10,7 +10,8 @@ use super::env::json_kind;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StdoutProblem {
     Empty,
-    /// Bigger than the capture limit: the harness cannot see all of it.
+    /// Bigger than what the capture limit (stdout's and stderr's together) kept of it: the
+    /// harness cannot see all of it.
     TooLarge {
         total: u64,
     },
@@ -24,7 +25,7 @@ impl std::fmt::Display for StdoutProblem {
             StdoutProblem::Empty => write!(f, "stdout is empty"),
             StdoutProblem::TooLarge { total } => write!(
                 f,
-                "stdout is {total} bytes, more than the capture limit (raise --capture-limit to inspect it)"
+                "stdout is {total} bytes, more than the capture limit keeps of it (one limit for stdout and stderr together; raise --capture-limit to inspect it)"
             ),
             StdoutProblem::NotJson(e) => write!(f, "stdout is not exactly one JSON value: {e}"),
         }

@@ -40,7 +40,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::probe::ProbeCommand;
-use crate::process::{Capture, ProcInfo};
+use crate::process::{Captures, ProcInfo, Stream};
 
 /// How long the pipes may stay open after a group was killed.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
@@ -121,7 +121,7 @@ pub struct ClientOptions {
     pub probe_exit_after: Option<(Duration, u8)>,
     pub extra_env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
-    /// Bytes of stdout/stderr kept per process (head and tail).
+    /// Bytes of stdout and stderr kept per process, the two together (head and tail).
     pub capture_limit: usize,
 }
 
@@ -222,17 +222,13 @@ struct Task {
     started: Instant,
     exited: Option<(Instant, ExitStatus)>,
     leftovers: Vec<ProcInfo>,
-    stdout: Arc<Mutex<Capture>>,
-    stderr: Arc<Mutex<Capture>>,
+    output: Arc<Mutex<Captures>>,
 }
 
 impl Task {
     fn record(&self) -> TaskRecord {
-        let ex = |c: &Arc<Mutex<Capture>>| {
-            c.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .excerpt(crate::process::REPORT_EXCERPT_BYTES)
-        };
+        let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
+        let ex = |c: &crate::process::Capture| c.excerpt(crate::process::REPORT_EXCERPT_BYTES);
         TaskRecord {
             role: self.role,
             argv: self.argv.clone(),
@@ -241,8 +237,8 @@ impl Task {
             exited: self.exited.as_ref().map(|(t, _)| *t),
             status: self.exited.as_ref().map(|(_, s)| s.clone()),
             leftovers: self.leftovers.clone(),
-            stdout: ex(&self.stdout),
-            stderr: ex(&self.stderr),
+            stdout: ex(&output.stdout),
+            stderr: ex(&output.stderr),
         }
     }
 }
@@ -339,11 +335,10 @@ fn spawn_task(
         crate::process::register_group(pid);
         groups.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
     }
-    let stdout = Arc::new(Mutex::new(Capture::new(capture_limit)));
-    let stderr = Arc::new(Mutex::new(Capture::new(capture_limit)));
+    let output = Arc::new(Mutex::new(Captures::new(capture_limit)));
     let readers = [
-        crate::process::drain(child.stdout.take(), stdout.clone()),
-        crate::process::drain(child.stderr.take(), stderr.clone()),
+        crate::process::drain_stream(child.stdout.take(), output.clone(), Stream::Stdout),
+        crate::process::drain_stream(child.stderr.take(), output.clone(), Stream::Stderr),
     ];
     Ok(Spawned {
         child,
@@ -354,8 +349,7 @@ fn spawn_task(
             started,
             exited: None,
             leftovers: Vec::new(),
-            stdout,
-            stderr,
+            output,
         },
         readers,
     })
@@ -767,8 +761,7 @@ impl Group {
                         },
                     )),
                     leftovers: Vec::new(),
-                    stdout: Arc::new(Mutex::new(Capture::new(0))),
-                    stderr: Arc::new(Mutex::new(Capture::new(0))),
+                    output: Arc::new(Mutex::new(Captures::new(0))),
                 });
                 None
             }

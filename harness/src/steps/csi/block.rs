@@ -12,8 +12,9 @@ use super::requests::Mode;
 use super::{Alloc, CsiWorld, StepResult};
 use crate::plugins::csi::Rpc;
 
-/// How much the checks write through a device: one 4 KiB block at the start.
-const BLOCK: usize = 4096;
+/// How much the checks write through a device: one 4 KiB block at the start (the least
+/// `--test-volume-size` the run accepts).
+pub const BLOCK: usize = 4096;
 
 #[given("the plugin has created a block volume")]
 async fn block_volume(w: &mut CsiWorld) -> StepResult {

@@ -4,7 +4,7 @@
 //! snapshot, a publication, a stage, a publish) register its undo in the scenario's ledger when
 //! they succeed, whether or not the scenario expected them to.
 
-mod block;
+pub mod block;
 pub mod budget;
 mod common;
 mod config;

@@ -496,7 +496,8 @@ impl DhvWorld {
     }
 
     /// Build the failure message of a clause: what it requires, what was seen, how to
-    /// reproduce. A call killed at its deadline makes the verdict TimedOut.
+    /// reproduce. A call killed at its deadline makes the verdict TimedOut; one the harness
+    /// stopped (for the disk) makes it Skip, with the reason: that failure is not the plugin's.
     pub fn fail(&self, expected: &str, seen: &str, calls: &[&Call]) -> String {
         self.fail_after(expected, seen, &[], calls)
     }
@@ -510,6 +511,9 @@ impl DhvWorld {
         earlier: &[&str],
         calls: &[&Call],
     ) -> String {
+        if let Some(skip) = stopped_by_harness(calls) {
+            return self.ctx().skip(skip);
+        }
         if calls.iter().any(|c| c.killed_at_deadline()) {
             self.ctx().hint(Hint::TimedOut);
         }
@@ -531,6 +535,9 @@ impl DhvWorld {
     /// `root`, the clause whose check that call is, and the message says what failed. In the
     /// root clause itself it is an ordinary failure.
     pub fn precondition(&self, root: &str, expected: &str, seen: &str, calls: &[&Call]) -> String {
+        if let Some(skip) = stopped_by_harness(calls) {
+            return self.ctx().skip(skip);
+        }
         let text = self.fail(&format!("precondition: {expected}"), seen, calls);
         self.ctx().blocked(root, text)
     }
@@ -642,6 +649,19 @@ pub fn deadline_clause(call: &Call) -> &'static str {
         "delete" => "DHV-DELETE-DEADLINE",
         _ => "DHV-CREATE-DEADLINE",
     }
+}
+
+/// The reason a clause is skipped when the harness stopped one of `calls` itself (README:
+/// such a clause is skipped with that reason, not judged).
+fn stopped_by_harness(calls: &[&Call]) -> Option<String> {
+    calls.iter().find_map(|c| {
+        c.stopped_by_harness().map(|why| {
+            format!(
+                "not judged: the harness stopped {} ({why}), so how it ended was not the plugin's doing",
+                c.label
+            )
+        })
+    })
 }
 
 /// The clause that judges a call that did not exit 0 (or was killed at its deadline).
