@@ -232,14 +232,14 @@ mod tests {
             ("VAULT_TOKEN".into(), "hvs.env-vault-1111".into()),
             ("MY_PASSWORD".into(), "env-pass\"word-2222".into()),
             ("SOME_TOKEN_ENABLED".into(), "true".into()),
-            ("HOME".into(), "/root/home-3333".into()),
+            ("HOME".into(), "/srv/home-3333".into()),
         ]);
-        let text = r#"hvs.env-vault-1111 {"p":"env-pass\"word-2222"} true /root/home-3333"#;
+        let text = r#"hvs.env-vault-1111 {"p":"env-pass\"word-2222"} true /srv/home-3333"#;
         assert_eq!(
             redact(text),
-            r#"[redacted] {"p":"[redacted]"} true /root/home-3333"#
+            r#"[redacted] {"p":"[redacted]"} true /srv/home-3333"#
         );
         assert!(holds_secret("x hvs.env-vault-1111"));
-        assert!(!holds_secret("/root/home-3333"));
+        assert!(!holds_secret("/srv/home-3333"));
     }
 }

@@ -220,7 +220,9 @@ fn running_with(marker: &str) -> Vec<String> {
 #[test]
 fn a_daemon_two_sessions_deep_does_not_survive_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let (child, grandchild) = ("4321.1357", "4321.2468");
+    // Unique to this run: a leftover of an earlier run is not this one's.
+    let tag = std::process::id() % 10000;
+    let (child, grandchild) = (format!("4321.1{tag:04}"), format!("4321.2{tag:04}"));
     let plugin = dir.path().join("plugin");
     executable(
         &plugin,
@@ -244,22 +246,25 @@ fn a_daemon_two_sessions_deep_does_not_survive_the_run() {
         .unwrap();
     // Killed processes may take a moment to be gone from /proc once reparented to init.
     let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let mut left = running_with("4321.");
+    let still = || {
+        let mut l = running_with(&child);
+        l.extend(running_with(&grandchild));
+        l
+    };
+    let mut left = still();
     while !left.is_empty() && std::time::Instant::now() < until {
         std::thread::sleep(std::time::Duration::from_millis(50));
-        left = running_with("4321.");
+        left = still();
     }
-    for l in &left {
-        let pid = l.split_whitespace().next();
-        eprintln!("left: {l} {pid:?}");
+    for marker in [&child, &grandchild] {
+        let _ = std::process::Command::new("pkill")
+            .args(["-f", marker])
+            .status();
     }
-    let _ = std::process::Command::new("pkill")
-        .args(["-f", "sleep 4321\\."])
-        .status();
     assert!(left.is_empty(), "still running: {left:?}\n{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(child) && stderr.contains(grandchild),
+        stderr.contains(&child) && stderr.contains(&grandchild),
         "{}",
         text(&out)
     );
@@ -271,7 +276,7 @@ fn a_daemon_two_sessions_deep_does_not_survive_the_run() {
 #[test]
 fn a_lock_client_s_daemon_does_not_survive_its_clause() {
     let dir = tempfile::tempdir().unwrap();
-    let marker = "4321.3579";
+    let marker = format!("4321.3{:04}", std::process::id() % 10000);
     let client = format!(
         "sh -c '(cd / && setsid sleep {marker} </dev/null >/dev/null 2>&1 &); exec \"$0\" \"$@\"' {} --path {{path}} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms -- {{protected}}",
         support::workspace_bin("lock-sidecar").display()
@@ -284,9 +289,9 @@ fn a_lock_client_s_daemon_does_not_survive_its_clause() {
         .arg(&json)
         .output()
         .unwrap();
-    let left = running_with(marker);
+    let left = running_with(&marker);
     let _ = std::process::Command::new("pkill")
-        .args(["-f", marker])
+        .args(["-f", &marker])
         .status();
     assert!(left.is_empty(), "still running: {left:?}\n{}", text(&out));
     let record = record(&json, &out);
@@ -294,7 +299,7 @@ fn a_lock_client_s_daemon_does_not_survive_its_clause() {
     assert!(
         case.notes
             .iter()
-            .any(|n| n.contains(marker) && n.contains("killed")),
+            .any(|n| n.contains(&marker) && n.contains("killed")),
         "{:?}\n{}",
         case.notes,
         text(&out)
