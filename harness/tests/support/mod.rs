@@ -3,6 +3,8 @@
 
 //! Shared by the fixture tests: what an expect.toml says, and how a run is compared with it.
 
+pub mod field;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
