@@ -501,6 +501,7 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
         plugin => record.subject.plugin.clone(),
         version => record.subject.version.clone(),
         assessment => assessment.as_str(),
+        coverage => record.coverage().sentence(),
         assessment_class => format!("{assessment:?}").to_lowercase(),
         interrupted => record.interrupted,
         total => record.cases.len(),

@@ -316,6 +316,7 @@ pub fn properties(record: &RunRecord) -> Vec<(String, String)> {
             "assessment".to_string(),
             record.assessment().as_str().to_string(),
         ),
+        ("coverage".to_string(), record.coverage().sentence()),
         ("strict".to_string(), record.strict.to_string()),
         ("interrupted".to_string(), record.interrupted.to_string()),
     ];

@@ -490,6 +490,94 @@ impl RunRecord {
     }
 }
 
+/// How much of the contract a run judged: a verdict is only as strong as the clauses behind it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Clauses the run selected.
+    pub total: usize,
+    /// Clauses with a verdict on the plugin: passed or failed.
+    pub judged: usize,
+    /// Skipped clauses, grouped by the head of their reason (what precedes its first colon),
+    /// most common first: what made them not applicable.
+    pub skipped: Vec<(String, usize)>,
+    /// Blocked, errors and interrupted: clauses that could not be judged.
+    pub not_judged: usize,
+}
+
+impl Coverage {
+    /// `judged on 39 of 44 clauses` and, when some were not judged, why, as one sentence.
+    pub fn sentence(&self) -> String {
+        let mut s = format!("judged on {} of {} clauses", self.judged, self.total);
+        let skipped: usize = self.skipped.iter().map(|(_, n)| n).sum();
+        if skipped > 0 {
+            let heads: Vec<String> = self
+                .skipped
+                .iter()
+                .take(3)
+                .map(|(why, n)| format!("{why}: {n}"))
+                .collect();
+            let more = self.skipped.len().saturating_sub(3);
+            s.push_str(&format!(
+                "; {skipped} not applicable ({}{})",
+                heads.join("; "),
+                if more > 0 {
+                    format!("; {more} other reasons")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        if self.not_judged > 0 {
+            s.push_str(&format!(
+                "; {} could not be judged (blocked, errors or interrupted)",
+                self.not_judged
+            ));
+        }
+        s
+    }
+}
+
+/// The head of a skip reason: what precedes its first colon (or its first 80 characters).
+fn reason_head(reason: &str) -> String {
+    let first = reason.lines().next().unwrap_or("").trim();
+    let head = first.split(": ").next().unwrap_or(first);
+    let head: String = head.chars().take(80).collect();
+    if head.is_empty() {
+        "without a reason".into()
+    } else {
+        head
+    }
+}
+
+impl RunRecord {
+    /// What the run judged: see [`Coverage`].
+    pub fn coverage(&self) -> Coverage {
+        let mut c = Coverage {
+            total: self.cases.len(),
+            ..Coverage::default()
+        };
+        let mut heads: Vec<(String, usize)> = Vec::new();
+        for case in &self.cases {
+            match case.verdict {
+                Verdict::Pass => c.judged += 1,
+                v if v.is_failure() => c.judged += 1,
+                Verdict::Skip => {
+                    let head = reason_head(case.reason.as_deref().unwrap_or(""));
+                    match heads.iter_mut().find(|(h, _)| *h == head) {
+                        Some((_, n)) => *n += 1,
+                        None => heads.push((head, 1)),
+                    }
+                }
+                _ => c.not_judged += 1,
+            }
+        }
+        // Most common first; ties keep the order they were met in.
+        heads.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        c.skipped = heads;
+        c
+    }
+}
+
 #[cfg(test)]
 impl RunRecord {
     /// An empty run of the DHV kind holding `cases`, for unit tests.
@@ -579,6 +667,35 @@ mod tests {
             attachments: Vec::new(),
         };
         RunRecord::for_tests(cases.iter().map(case).collect())
+    }
+
+    #[test]
+    fn coverage_counts_what_was_judged_and_groups_skips_by_reason() {
+        let mut r = record(&[
+            (Level::Must, Verdict::Pass),
+            (Level::Must, Verdict::Fail),
+            (Level::Should, Verdict::Skip),
+            (Level::Must, Verdict::Skip),
+            (Level::Must, Verdict::Skip),
+            (Level::Must, Verdict::Blocked),
+        ]);
+        r.cases[2].reason =
+            Some("the plugin does not advertise LIST_VOLUMES: nothing to list".into());
+        r.cases[3].reason = Some("not judged on this node: the driver is UNDETECTED here".into());
+        r.cases[4].reason = Some("not judged on this node: the driver is UNDETECTED here".into());
+        let c = r.coverage();
+        assert_eq!((c.total, c.judged, c.not_judged), (6, 2, 1));
+        assert_eq!(
+            c.skipped,
+            vec![
+                ("not judged on this node".to_string(), 2),
+                ("the plugin does not advertise LIST_VOLUMES".to_string(), 1)
+            ]
+        );
+        assert_eq!(
+            c.sentence(),
+            "judged on 2 of 6 clauses; 3 not applicable (not judged on this node: 2; the plugin does not advertise LIST_VOLUMES: 1); 1 could not be judged (blocked, errors or interrupted)"
+        );
     }
 
     #[test]

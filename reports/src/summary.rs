@@ -163,7 +163,12 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
         let _ = writeln!(out, "the run was interrupted: this report is partial");
     }
     let t = record.tally();
-    let _ = writeln!(out, "verdict: {}", record.assessment().as_str());
+    let _ = writeln!(
+        out,
+        "verdict: {}, {}",
+        record.assessment().as_str(),
+        record.coverage().sentence()
+    );
     let _ = write!(
         out,
         "{} passed, {} failed ({} MUST, {} SHOULD), {} blocked, {} skipped, {} errors",
