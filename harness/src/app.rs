@@ -7,8 +7,9 @@ use clap::CommandFactory as _;
 use nomad_conform_reports::model::{RunRecord, Shard};
 
 use crate::cli::{
-    Cli, CollectArgs, Command, CsiArgs, DhvArgs, DriverArgs, ExplainArgs, FleetCommand, ListArgs,
-    ListFormat, LockArgs, ReportArgs, ReportFiles, SuiteArgs, VariablesArgs,
+    Cli, CollectArgs, Command, CsiArgs, DhvArgs, DriverArgs, ExplainArgs, ExplainFormat,
+    FleetCommand, ListArgs, ListFormat, LockArgs, ReportArgs, ReportFiles, SuiteArgs,
+    VariablesArgs,
 };
 use crate::console::Output;
 use crate::error::{HarnessError, exit_code_for};
@@ -337,8 +338,8 @@ fn report(args: &ReportArgs, output: Output) -> Result<i32, HarnessError> {
 fn explain(args: &ExplainArgs) -> Result<i32, HarnessError> {
     let found = crate::explain::find(&args.clause)?;
     match args.format {
-        ListFormat::Text => println!("{}", crate::explain::to_text(&found)),
-        ListFormat::Json => {
+        ExplainFormat::Text => println!("{}", crate::explain::to_text(&found)),
+        ExplainFormat::Json => {
             let text = serde_json::to_string_pretty(&crate::explain::to_json(&found))
                 .map_err(|e| HarnessError::Internal(format!("failed to write JSON: {e}")))?;
             println!("{text}");
@@ -381,6 +382,9 @@ fn list(args: &ListArgs) -> Result<i32, HarnessError> {
             let text = serde_json::to_string_pretty(&items)
                 .map_err(|e| HarnessError::Internal(format!("failed to write JSON: {e}")))?;
             println!("{text}");
+        }
+        ListFormat::Markdown => {
+            print!("{}", crate::clause_docs::markdown(&args.kind, &clauses));
         }
     }
     Ok(0)

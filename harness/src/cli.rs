@@ -426,6 +426,8 @@ pub enum ListFormat {
     #[default]
     Text,
     Json,
+    /// The clause reference page (docs/clauses/<kind>.md).
+    Markdown,
 }
 
 #[derive(Debug, Args)]
@@ -447,8 +449,15 @@ pub struct ExplainArgs {
     #[arg(value_name = "CLAUSE-ID")]
     pub clause: String,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
-    pub format: ListFormat,
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
+    pub format: ExplainFormat,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ExplainFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod background_removal;
+pub mod clause_docs;
 pub mod clauses;
 pub mod cli;
 pub mod command_line;

@@ -306,6 +306,30 @@ fn readme_lists_every_clause_with_its_level() {
     );
 }
 
+/// docs/clauses/<kind>.md is what `list KIND --format markdown` writes from the compiled specs:
+/// a renamed clause, a changed level or basis cannot leave the reference behind.
+#[test]
+fn the_clause_reference_is_what_the_specs_say() {
+    let mut stale = Vec::new();
+    for kind in ["dhv", "csi", "driver", "lock", "variables"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+            .args(["list", kind, "--format", "markdown"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let page =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/clauses/").to_string() + kind + ".md";
+        let committed = std::fs::read_to_string(&page).unwrap_or_default();
+        if committed.as_bytes() != out.stdout.as_slice() {
+            stale.push(page);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale clause reference (regenerate with scripts/clause-docs): {stale:?}"
+    );
+}
+
 /// A step no definition matches is the harness's fault: the clause is an Error that names the
 /// step, and the other clauses of the run are judged as usual.
 #[test]
