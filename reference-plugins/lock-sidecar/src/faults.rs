@@ -68,6 +68,12 @@ pub enum Fault {
     /// of its own): if lock-sidecar is killed with SIGKILL, the protected process runs on
     /// without anyone holding its lock.
     NoParentDeathSignal,
+    /// On SIGTERM crashes as a Go program does (`panic: send on closed channel`, a goroutine
+    /// trace on stderr, exit status 2), like the Go `LockLeaser` under `nomad var lock` when
+    /// its protected function returns after the leaser closed its error channel
+    /// (api/locks.go): no release, no error of its own. The protected process ends with
+    /// lock-sidecar through its parent-death signal.
+    PanicsOnSigterm,
 }
 
 /// An allowed behaviour that differs from the default.
@@ -105,6 +111,10 @@ pub enum Variant {
     /// holder out until the lock leaves the state (nomad/locks.go). Against the guide's advice
     /// (stop once the TTL has passed), never two copies at once.
     TrustsGrace,
+    /// On SIGTERM or SIGINT kills the protected process's group with SIGKILL at once instead of
+    /// forwarding the signal, as Go's `exec.CommandContext` does when its context is cancelled
+    /// (a wrapper around the `LockLeaser` that cancels on the signal); then releases as usual.
+    KillChildOnSignal,
 }
 
 /// The switches in force.
@@ -183,7 +193,8 @@ mod tests {
                 "deadlock-on-sigterm",
                 "panics-on-late-409",
                 "retries-release-forever",
-                "no-parent-death-signal"
+                "no-parent-death-signal",
+                "panics-on-sigterm"
             ]
         );
         let variants: Vec<String> = Variant::value_variants().iter().map(value_name).collect();
@@ -198,7 +209,8 @@ mod tests {
                 "same-group",
                 "bearer-token",
                 "empty-cas",
-                "trusts-grace"
+                "trusts-grace",
+                "kill-child-on-signal"
             ]
         );
     }
