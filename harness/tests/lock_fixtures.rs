@@ -141,6 +141,7 @@ fixtures! {
     variant_release_until_freed => "variant-release-until-freed",
     variant_renew_0_7 => "variant-renew-0.7",
     variant_renew_third => "variant-renew-third",
+    variant_retries_for_ttl => "variant-retries-for-ttl",
     variant_same_group => "variant-same-group",
     variant_sidecar => "variant-sidecar",
     variant_task_api => "variant-task-api",

@@ -13,7 +13,10 @@ Feature: singleton
     late; the holder's requests held for 2 × TTL + lock delay + TTL/2 and then delivered; a
     reset; three renews answered 503; an outage of every client longer than a lock's lifetime.
     The seed draws the rest (latency, 5xx, 429, resets, partitions). A client that exits is
-    started again, as Nomad's restart policy does. On failure the report names the scheduled
+    started again, as Nomad's restart policy does. A client holds its lock from the acquire
+    until the lock leaves the server's state (a release, or the end of the lock delay after
+    the leader's timer fired: Nomad refuses every other acquire until then, nomad/locks.go), or
+    until a renew of it is answered 409 (as one delivered after the lock passed on). On failure the report names the scheduled
     fault that exposed the first violation, draws the timeline, and prints every fault with the
     seed that replays them.
 

@@ -106,15 +106,22 @@ pub enum Variant {
     /// Adds an empty `cas=` to every lock request's query, as some HTTP clients do with an
     /// unset parameter (Nomad refuses `cas` with a lock flag only when it has a value).
     EmptyCas,
-    /// Counts its lock as held for 2 × TTL + TTL/4 after the last successful request instead of
-    /// one TTL: past the leader's 2 × TTL timer, inside the lock delay that keeps any other
-    /// holder out until the lock leaves the state (nomad/locks.go). Against the guide's advice
-    /// (stop once the TTL has passed), never two copies at once.
+    /// Counts its lock as held for 2 × TTL plus half the lock delay after the last successful
+    /// request instead of one TTL: past the leader's 2 × TTL timer, inside the lock delay that
+    /// keeps any other holder out until the lock leaves the state (nomad/locks.go). Against the
+    /// guide's advice (stop once the TTL has passed), never two copies at once.
     TrustsGrace,
     /// On SIGTERM or SIGINT kills the protected process's group with SIGKILL at once instead of
     /// forwarding the signal, as Go's `exec.CommandContext` does when its context is cancelled
     /// (a wrapper around the `LockLeaser` that cancels on the signal); then releases as usual.
     KillChildOnSignal,
+    /// Tries each renew for one TTL from its first attempt (retrying failures for one TTL
+    /// counted from the first that failed) instead of stopping the protected process 0.8 × TTL
+    /// after the last success, and stops it only then: the guide's lock-renew sequence ("On failure: retry with backoff
+    /// up to TTL. If TTL expires, ... exit"), and what Nomad's Go helper does (api/retry.go
+    /// caps a call's retries at the TTL; with renews every 0.7 × TTL it stops about 1.7 × TTL
+    /// after its last success). Still gone long before Nomad can free the lock.
+    RetriesForTtl,
 }
 
 /// The switches in force.
@@ -210,7 +217,8 @@ mod tests {
                 "bearer-token",
                 "empty-cas",
                 "trusts-grace",
-                "kill-child-on-signal"
+                "kill-child-on-signal",
+                "retries-for-ttl"
             ]
         );
     }

@@ -408,7 +408,11 @@ async fn restart(w: &mut LockWorld) -> StepResult {
         w.ctx()
             .harness_error(format!("failed to restart the server: {e}"))
     })?;
-    let until = Instant::now() + w.lock_profile().hold_for;
+    // Watched until a lock left unrenewed across the restart can have passed on (the restored
+    // timer's 2 × TTL, the lock delay) and the other client can have taken it (a TTL more), at
+    // least the profile's hold_for: a client that lost its lock in the downtime and kept its
+    // protected process is seen beside the next holder.
+    let until = Instant::now() + w.lock_profile().hold_for.max(l.ttl * 3 + l.delay);
     keep_running(w, 2, until, Vec::new(), (l.ttl, l.delay), None).await?;
     stop_all(w).await
 }
