@@ -306,6 +306,31 @@ fn campaign_verdict_does_not_depend_on_the_seed() {
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 
+/// LOCK-ACQUIRE-BACKOFF gets the same verdict on every run of one seed: the other holder keeps
+/// the lock until the client's first run has retried (or ended), so where a fixed hold ended
+/// against a client slow to start under load no longer decides between pass and skip. Five
+/// runs of the reference client at once (the load is part of the test), seed 7.
+#[test]
+fn acquire_backoff_verdict_is_the_same_on_every_run() {
+    let handles: Vec<_> = (0..5)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let dir = tempfile::tempdir().unwrap();
+                let json = dir.path().join("run.json");
+                let mut a = args(&Expect::default());
+                a.extend(["--tags", "@LOCK-ACQUIRE-BACKOFF", "--seed", "7"].map(String::from));
+                let (_, record) = run_with_record(&a, &json, None);
+                record["cases"][0]["verdict"]
+                    .as_str()
+                    .unwrap_or("none")
+                    .to_string()
+            })
+        })
+        .collect();
+    let verdicts: Vec<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(verdicts.iter().all(|v| v == "pass"), "{verdicts:?}");
+}
+
 /// A client named by a relative path is found from the directory nomad-conform runs in, though
 /// the client itself runs in its task directory (it ended every clause in "No such file").
 #[test]
