@@ -235,6 +235,10 @@ pub struct LockArgs {
         value_parser = at_least_one::<usize>
     )]
     pub clients: Option<usize>,
+    /// The least the singleton campaign lasts (a soak: --campaign 10m); by default it lasts as
+    /// long as its scheduled faults need, sized from the clients' TTL and lock delay.
+    #[arg(long, value_name = "DURATION", env = "NOMAD_CONFORM_CAMPAIGN")]
+    pub campaign: Option<String>,
     #[command(flatten)]
     pub suite: SuiteArgs,
 }

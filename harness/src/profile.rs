@@ -81,7 +81,8 @@ pub struct LockProfile {
     pub refusal_within: Duration,
     /// Most acquire attempts a client refused with 403 may make.
     pub refusal_max_attempts: usize,
-    /// How long the singleton campaign runs, and with how many clients.
+    /// The least the singleton campaign runs (it runs as long as its scheduled faults need,
+    /// sized from the clients' TTL and lock delay; more is a soak), and with how many clients.
     #[serde(with = "humantime_serde")]
     pub campaign: Duration,
     pub campaign_clients: usize,

@@ -125,6 +125,7 @@ fixtures! {
     no_parent_death_signal => "no-parent-death-signal",
     no_request_timeout => "no-request-timeout",
     panics_on_late_409 => "panics-on-late-409",
+    panics_on_sigterm => "panics-on-sigterm",
     renews_late => "renews-late",
     retries_forever_403 => "retries-forever-403",
     retries_release_forever => "retries-release-forever",
@@ -135,10 +136,12 @@ fixtures! {
     variant_empty_cas => "variant-empty-cas",
     variant_exit_1 => "variant-exit-1",
     variant_exit_on_conflict => "variant-exit-on-conflict",
+    variant_kill_child_on_signal => "variant-kill-child-on-signal",
     variant_long_ttl => "variant-long-ttl",
     variant_release_until_freed => "variant-release-until-freed",
     variant_renew_0_7 => "variant-renew-0.7",
     variant_renew_third => "variant-renew-third",
+    variant_retries_for_ttl => "variant-retries-for-ttl",
     variant_same_group => "variant-same-group",
     variant_sidecar => "variant-sidecar",
     variant_task_api => "variant-task-api",
@@ -301,6 +304,31 @@ fn campaign_verdict_does_not_depend_on_the_seed() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// LOCK-ACQUIRE-BACKOFF gets the same verdict on every run of one seed: the other holder keeps
+/// the lock until the client's first run has retried (or ended), so where a fixed hold ended
+/// against a client slow to start under load no longer decides between pass and skip. Five
+/// runs of the reference client at once (the load is part of the test), seed 7.
+#[test]
+fn acquire_backoff_verdict_is_the_same_on_every_run() {
+    let handles: Vec<_> = (0..5)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let dir = tempfile::tempdir().unwrap();
+                let json = dir.path().join("run.json");
+                let mut a = args(&Expect::default());
+                a.extend(["--tags", "@LOCK-ACQUIRE-BACKOFF", "--seed", "7"].map(String::from));
+                let (_, record) = run_with_record(&a, &json, None);
+                record["cases"][0]["verdict"]
+                    .as_str()
+                    .unwrap_or("none")
+                    .to_string()
+            })
+        })
+        .collect();
+    let verdicts: Vec<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(verdicts.iter().all(|v| v == "pass"), "{verdicts:?}");
 }
 
 /// A client named by a relative path is found from the directory nomad-conform runs in, though

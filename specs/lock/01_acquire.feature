@@ -47,6 +47,12 @@ Feature: acquire
 
   @LOCK-ACQUIRE-BACKOFF @should
   Scenario: a waiting client retries the acquire with backoff
+    The other holder keeps the lock for the profile's hold_for, and on, up to twice that, until
+    the client's first run has retried or ended, so that where the release falls does not
+    decide whether a retry is seen. Each run of the client is judged on its own (a restart is
+    the restart policy's pacing, not the client's); a client that never retried within one run
+    is skipped, saying so.
+
     Basis: Nomad guide, Configure singleton deployments (lock-acquire pseudo-code): "On conflict
     or failure: retry with backoff and timeout." Every attempt is a request to the servers; the
     profile's max_acquire_rate bounds them.

@@ -116,26 +116,40 @@ Feature: renew
     Then the protected process stopped soon after the conflict
 
   @LOCK-NO-CRASH @should
-  Scenario: a late renew conflict ends the client with an error of its own, not a crash
-    A crash (a Go panic, a Rust panic, an uncaught exception, a fatal signal) is not the
-    documented error exit: it skips the client's own cleanup (stopping the protected process,
-    releasing the lock) and says nothing an operator can act on. A client that has not exited
-    twice the profile's stop_within after the conflict, and printed no crash, is skipped:
-    whether it exits at all is LOCK-CONFLICT-EXIT's to judge.
+  Scenario: the client ends with an error of its own, never a crash
+    Two runs of the client, each ended the way clients end: the first is stopped by Nomad with
+    SIGTERM while it holds the lock; the second, started once the lock is free, meets a renew
+    conflict answered an eighth of the TTL late, and if it still runs twice the profile's
+    stop_within later, Nomad stops it with SIGTERM too (SIGKILL after the kill timeout, which is
+    Nomad's and no crash). Each run's end is judged by what it printed: a Go panic or fatal
+    error, a Rust panic or a Python traceback, or death by a signal that dumps core, is a crash.
 
     Basis: Nomad guide (lock-renew pseudo-code): "On conflict: exit the process with error
-    code"; the task's exit status is what Nomad's restart policy reads.
+    code"; a crash is not the documented error exit: it skips the client's own cleanup
+    (stopping the protected process, releasing the lock) and says nothing an operator can act
+    on. Nomad's Go LockLeaser under `nomad var lock` panics ("send on closed channel",
+    api/locks.go) when its protected function returns after the leaser has closed its error
+    channel: after a late conflict and on a lapse.
 
     Given a Variables server
     When the client starts
-    And the client holds the lock and its protected process runs
-    And the next renew is held an eighth of the TTL and then answered 409
-    Then the client exited with a status of its own, not a crash
+    And Nomad stops the task with SIGTERM
+    And the client runs again, holds the lock, and its next renew is held an eighth of the TTL and then answered 409
+    Then no run of the client crashed
 
   @LOCK-LAPSE-TTL @should
   Scenario: when renews keep failing, the protected process stops once the TTL has passed
-    Basis: Nomad guide (lock-renew pseudo-code): "If TTL expires, attempt to revoke lock, then
-    exit the process with error code"; the API promises the lock only for the TTL.
+    The guide's sequence: once a renew has failed, the client may retry with backoff for up to
+    a TTL, and must then stop. Counted from the first renew that failed, if it was sent within
+    the TTL of the last success (a client that sent none by then must stop when that TTL
+    expires); Nomad's Go helper, which renews at 0.7 × TTL and caps a renew's retries at the
+    TTL (api/retry.go), stops about 1.7 × TTL after its last success and passes.
+
+    Basis: Nomad guide (lock-renew pseudo-code): "On failure: retry with backoff up to TTL. If
+    TTL expires, attempt to revoke lock, then exit the process with error code"; the API
+    promises the lock only for the TTL, and Nomad keeps it for 2 × TTL and the lock delay
+    (nomad/locks.go), so a client past this point still runs alone (LOCK-LAPSE-STOPS judges
+    the point where it no longer would).
 
     Given a Variables server
     When the client starts
@@ -160,7 +174,8 @@ Feature: renew
     (2 × TTL plus the lock delay after the last renew it accepted), then lets the client's
     requests through: a release sent from then on meets Nomad's own answer, 500 "variable
     doesn't hold a lock". A client that gave its release up earlier never meets it; the clause
-    still judges how it ended.
+    still judges how it ended. A crash (a Go panic, a Rust panic, a Python traceback) is no
+    exit of the client's own: it cut the release short rather than gave it up.
 
     Basis: Nomad nomad/state/state_store_variables.go (VarLockRelease) returns a plain error for
     a variable that holds no lock, which command/agent/http.go (errCodeFromHandler) answers with

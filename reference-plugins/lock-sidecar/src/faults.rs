@@ -68,6 +68,12 @@ pub enum Fault {
     /// of its own): if lock-sidecar is killed with SIGKILL, the protected process runs on
     /// without anyone holding its lock.
     NoParentDeathSignal,
+    /// On SIGTERM crashes as a Go program does (`panic: send on closed channel`, a goroutine
+    /// trace on stderr, exit status 2), like the Go `LockLeaser` under `nomad var lock` when
+    /// its protected function returns after the leaser closed its error channel
+    /// (api/locks.go): no release, no error of its own. The protected process ends with
+    /// lock-sidecar through its parent-death signal.
+    PanicsOnSigterm,
 }
 
 /// An allowed behaviour that differs from the default.
@@ -100,11 +106,22 @@ pub enum Variant {
     /// Adds an empty `cas=` to every lock request's query, as some HTTP clients do with an
     /// unset parameter (Nomad refuses `cas` with a lock flag only when it has a value).
     EmptyCas,
-    /// Counts its lock as held for 2 × TTL + TTL/4 after the last successful request instead of
-    /// one TTL: past the leader's 2 × TTL timer, inside the lock delay that keeps any other
-    /// holder out until the lock leaves the state (nomad/locks.go). Against the guide's advice
-    /// (stop once the TTL has passed), never two copies at once.
+    /// Counts its lock as held for 2 × TTL plus half the lock delay after the last successful
+    /// request instead of one TTL: past the leader's 2 × TTL timer, inside the lock delay that
+    /// keeps any other holder out until the lock leaves the state (nomad/locks.go). Against the
+    /// guide's advice (stop once the TTL has passed), never two copies at once.
     TrustsGrace,
+    /// On SIGTERM or SIGINT kills the protected process's group with SIGKILL at once instead of
+    /// forwarding the signal, as Go's `exec.CommandContext` does when its context is cancelled
+    /// (a wrapper around the `LockLeaser` that cancels on the signal); then releases as usual.
+    KillChildOnSignal,
+    /// Tries each renew for one TTL from its first attempt (retrying failures for one TTL
+    /// counted from the first that failed) instead of stopping the protected process 0.8 × TTL
+    /// after the last success, and stops it only then: the guide's lock-renew sequence ("On failure: retry with backoff
+    /// up to TTL. If TTL expires, ... exit"), and what Nomad's Go helper does (api/retry.go
+    /// caps a call's retries at the TTL; with renews every 0.7 × TTL it stops about 1.7 × TTL
+    /// after its last success). Still gone long before Nomad can free the lock.
+    RetriesForTtl,
 }
 
 /// The switches in force.
@@ -183,7 +200,8 @@ mod tests {
                 "deadlock-on-sigterm",
                 "panics-on-late-409",
                 "retries-release-forever",
-                "no-parent-death-signal"
+                "no-parent-death-signal",
+                "panics-on-sigterm"
             ]
         );
         let variants: Vec<String> = Variant::value_variants().iter().map(value_name).collect();
@@ -198,7 +216,9 @@ mod tests {
                 "same-group",
                 "bearer-token",
                 "empty-cas",
-                "trusts-grace"
+                "trusts-grace",
+                "kill-child-on-signal",
+                "retries-for-ttl"
             ]
         );
     }

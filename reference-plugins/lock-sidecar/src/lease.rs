@@ -75,8 +75,6 @@ impl Timing {
         // the protected process before its first (late) renew and never show the late renew.
         let trusted_for = if switches.fault(Fault::RenewsLate) {
             ttl * 2
-        } else if switches.variant(Variant::TrustsGrace) {
-            ttl * 2 + ttl / 4
         } else {
             ttl
         };
@@ -91,6 +89,16 @@ impl Timing {
             renew_retry_initial,
             renew_retry_cap: (ttl / 8).max(renew_retry_initial),
         }
+    }
+
+    /// Variant trusts-grace: the lock counted as held for 2 × TTL plus half the lock `delay`
+    /// asked for (zero: the server's default, taken as one TTL), so that the protected process
+    /// stops within the lock delay, after the leader's timer fired and before the lock leaves
+    /// the server's state.
+    pub fn trusting_grace(mut self, delay: Duration) -> Self {
+        let delay = if delay.is_zero() { self.ttl } else { delay };
+        self.trusted_for = self.ttl * 2 + delay / 2;
+        self
     }
 
     /// When the protected process must start stopping if no renew after `last_ok` succeeded.
@@ -385,12 +393,25 @@ pub async fn maintain(
     held: &HeldLock,
     verbose: bool,
 ) -> LeaseEnd {
-    let mut timing = Timing::new(lease.ttl, switches);
+    let timing_for = |ttl| {
+        let t = Timing::new(ttl, switches);
+        if switches.variant(Variant::TrustsGrace) {
+            t.trusting_grace(acquire_settings.delay)
+        } else {
+            t
+        }
+    };
+    let mut timing = timing_for(lease.ttl);
     let mut id = lease.id;
     let mut last_ok = lease.sent_at;
     loop {
-        let stop_by = timing.stop_deadline(last_ok);
         let first_try = last_ok + timing.renew_every;
+        let mut stop_by = if switches.variant(Variant::RetriesForTtl) {
+            // One TTL of tries from the first renew, whatever its answer.
+            first_try + timing.ttl
+        } else {
+            timing.stop_deadline(last_ok)
+        };
         sleep_until(first_try.min(stop_by)).await;
         let mut wait = timing.renew_retry_initial;
         let mut failures = 0u32;
@@ -451,7 +472,7 @@ pub async fn maintain(
                     match acquire(api, &again, switches).await {
                         Ok(lease) => {
                             crate::event!("re-acquired lock {} on {}", lease.id, api.path());
-                            timing = Timing::new(lease.ttl, switches);
+                            timing = timing_for(lease.ttl);
                             id = lease.id;
                             held.set(Some(id.clone()));
                             last_ok = lease.sent_at;
@@ -478,6 +499,10 @@ pub async fn maintain(
                 Err(err) => last_error = err.to_string(),
             }
             failures += 1;
+            if failures == 1 && switches.variant(Variant::RetriesForTtl) {
+                // One TTL of retries from the first failure, then stop.
+                stop_by = sent_at + timing.ttl;
+            }
             let left = stop_by.saturating_duration_since(Instant::now());
             crate::event!(
                 "renew of lock {id} failed ({last_error}); retrying in {}, {} left before the protected process must stop",

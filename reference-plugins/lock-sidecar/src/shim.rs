@@ -189,6 +189,14 @@ fn forward(ctx: &Context, child: &Protected, signal: Signal) {
         event!("not forwarding {signal} to the protected process (fault)");
         return;
     }
+    if ctx.switches.variant(Variant::KillChildOnSignal) {
+        event!(
+            "{signal}: killing the protected process {} (variant kill-child-on-signal)",
+            child.pid()
+        );
+        let _ = child.signal_group(Signal::SIGKILL);
+        return;
+    }
     event!(
         "forwarding {signal} to the protected process {}",
         child.pid()

@@ -20,6 +20,8 @@ pub struct Signals {
     waits_for: Option<InFlight>,
     /// A caught signal not handed out yet (it waits for `waits_for`).
     pending: Option<Signal>,
+    /// Fault panics-on-sigterm: crash like a Go program on SIGTERM.
+    panics_on_term: bool,
 }
 
 impl Signals {
@@ -30,6 +32,7 @@ impl Signals {
             int: signal(SignalKind::interrupt())?,
             waits_for: None,
             pending: None,
+            panics_on_term: false,
         })
     }
 
@@ -39,6 +42,7 @@ impl Signals {
         if switches.fault(Fault::DeadlockOnSigterm) {
             self.waits_for = Some(requests.clone());
         }
+        self.panics_on_term = switches.fault(Fault::PanicsOnSigterm);
         self
     }
 
@@ -62,6 +66,9 @@ impl Signals {
                 signal
             }
         };
+        if signal == Signal::SIGTERM && self.panics_on_term {
+            go_panic();
+        }
         if let Some(requests) = &self.waits_for {
             self.pending = Some(signal);
             requests.finished().await;
@@ -69,4 +76,17 @@ impl Signals {
         }
         signal
     }
+}
+
+/// Fault panics-on-sigterm: what a Go program prints when it sends on a closed channel, and
+/// Go's exit status for a panic; nothing of lock-sidecar's own cleanup runs.
+fn go_panic() -> ! {
+    use std::io::Write as _;
+    let mut err = io::stderr().lock();
+    let _ = write!(
+        err,
+        "panic: send on closed channel\n\ngoroutine 23 [running]:\nlock_sidecar/signals.(*Signals).recv.func1()\n\tsrc/signals.rs:70 +0x1c5 (fault panics-on-sigterm)\ncreated by lock_sidecar/signals.(*Signals).recv in goroutine 1\n\tsrc/signals.rs:60 +0x2c5\n"
+    );
+    let _ = err.flush();
+    std::process::exit(2)
 }

@@ -223,6 +223,7 @@ impl Suite for LockSuite<'_> {
             duration("--kill-timeout", &opts.kill_timeout)?.unwrap_or(profile.lock.kill_timeout);
         let give_up = duration("--give-up", &opts.give_up)?;
         let stop_on_client_after = duration("--stop-on-client-after", &opts.stop_on_client_after)?;
+        let campaign = duration("--campaign", &opts.campaign)?.unwrap_or(profile.lock.campaign);
         let clients = opts.clients.unwrap_or(profile.lock.campaign_clients);
         if !(2..=16).contains(&clients) {
             return Err(HarnessError::Usage(format!(
@@ -241,6 +242,7 @@ impl Suite for LockSuite<'_> {
             give_up,
             stop_on_client_after,
             clients,
+            campaign,
             probe,
             command_line: rerun_prefix.clone(),
         };

@@ -77,16 +77,52 @@ pub struct Hold {
     /// It left the server's state.
     pub end: Option<Instant>,
     pub end_reason: Option<HoldEnd>,
+    /// When a renew of this lock was first answered 409 (see [`with_conflicts`]).
+    pub conflicted: Option<Instant>,
 }
 
 impl Hold {
-    /// Until when the holder validly held it: expiry or removal, whichever came first.
+    /// Until when the holder validly held it: until it left the server's state, when another
+    /// holder's acquire can first succeed. The leader's 2 × TTL timer firing is not the end:
+    /// the lock stays in state through the lock delay (nomad/locks.go) and Nomad answers every
+    /// other acquire 409 while it does (nomad/state/state_store_variables.go, VarLockAcquire,
+    /// isLocked), so a protected process still running then is not a second copy; it runs past
+    /// the TTL the guide trusts, which LOCK-LAPSE-TTL judges.
+    ///
+    /// A renew answered 409 ends it too: Nomad answers 409 once the lock ID no longer holds the
+    /// variable (nomad/variables_endpoint.go, RenewLock), and the harness answers one as a renew
+    /// delivered after the lock passed on is answered, while its own server still keeps the
+    /// lock; from that answer on, the client must act as if another holder has it.
     pub fn valid_until(&self) -> Option<Instant> {
-        match (self.expired, self.end) {
+        match (self.end, self.conflicted) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
+}
+
+/// When another holder's acquire can first succeed once `hold` ends, as the server saw it
+/// (`None`: it has not).
+pub fn free_at(hold: &Hold) -> Option<Instant> {
+    hold.end
+}
+
+/// `holds` with the first renew answered 409 of each lock ID (when the answer came) from the
+/// proxies' records.
+pub fn with_conflicts(mut holds: Vec<Hold>, exchanges: &[Exchange]) -> Vec<Hold> {
+    for h in &mut holds {
+        h.conflicted = exchanges
+            .iter()
+            .filter(|e| {
+                e.operation == Operation::Renew
+                    && e.status == Some(409)
+                    && e.lock_id.as_deref() == Some(h.lock_id.as_str())
+                    && e.at >= h.start
+            })
+            .map(|e| e.at + e.duration)
+            .min();
+    }
+    holds
 }
 
 /// Every hold in the server's history, in order of acquisition, with its client from
@@ -121,6 +157,7 @@ pub fn holder_intervals(history: &[LockEvent], owners: &BTreeMap<String, String>
                         expired: None,
                         end: None,
                         end_reason: None,
+                        conflicted: None,
                     });
                 }
             }
@@ -230,8 +267,8 @@ pub fn overlaps(
 }
 
 /// Stretches longer than `tolerance` in which a client's probe ran while that client held no
-/// valid lock (between acquisition and expiry or removal) on any variable, as the server
-/// saw it.
+/// lock (between acquisition and the lock leaving the state: release, or the end of the lock
+/// delay after expiry) on any variable, as the server saw it.
 pub fn runs_without_lock(
     probes: &[ProbeInterval],
     holds: &[Hold],
@@ -273,8 +310,11 @@ pub fn runs_without_lock(
                 .max_by_key(|(_, e, _)| *e)
                 .map(|(_, e, h)| {
                     let how = match (h.expired, h.end_reason) {
-                        (Some(x), _) if Some(x) == h.valid_until() => {
-                            "expired (the leader's TTL timer fired)"
+                        _ if h.conflicted.is_some() && h.conflicted == h.valid_until() => {
+                            "was answered 409 on a renew (another holder has it)"
+                        }
+                        (Some(_), Some(HoldEnd::Invalidated)) => {
+                            "expired and was invalidated at the end of its lock delay"
                         }
                         (_, Some(HoldEnd::Released)) => "was released",
                         (_, Some(HoldEnd::Forced)) => "was cleared by the harness",
@@ -903,7 +943,8 @@ mod tests {
                 ("L4", None, 900, None, None, None),
             ]
         );
-        assert_eq!(holds[1].valid_until(), Some(t0 + ms(400)));
+        // Expired at 400 ms, but kept through the lock delay until 600 ms.
+        assert_eq!(holds[1].valid_until(), Some(t0 + ms(600)));
     }
 
     #[test]
@@ -1027,6 +1068,7 @@ mod tests {
             expired: None,
             end: valid.map(|v| t0 + ms(v)),
             end_reason: valid.map(|_| HoldEnd::Released),
+            conflicted: None,
         }
     }
 
@@ -1074,14 +1116,31 @@ mod tests {
         );
     }
 
+    /// Before: the expiry (the leader's 2 × TTL timer) ended a hold's validity, so a protected
+    /// process running in the lock delay counted as running without the lock. Nomad keeps the
+    /// lock in state through the delay and refuses every other acquire (nomad/locks.go,
+    /// VarLockAcquire's isLocked): no second copy can run then, so the singleton holds; running
+    /// past the TTL the guide trusts is LOCK-LAPSE-TTL's (SHOULD). Validity ends when the lock
+    /// leaves the state, the instant LOCK-LAPSE-STOPS judges against too.
     #[test]
-    fn expiry_ends_validity_before_removal() {
+    fn validity_ends_when_the_lock_leaves_the_state_not_at_expiry() {
         let t0 = Instant::now();
         let mut h = hold("a", "L1", t0, 0, Some(900));
         h.expired = Some(t0 + ms(500));
         h.end_reason = Some(HoldEnd::Invalidated);
+        assert_eq!(free_at(&h), Some(t0 + ms(900)));
+        // Running in the lock delay (500..900): no violation.
         let v = runs_without_lock(
             &[probe("a", t0, 10, Some(800))],
+            std::slice::from_ref(&h),
+            ms(20),
+            t0,
+            t0 + ms(1000),
+        );
+        assert!(v.is_empty(), "{v:?}");
+        // Running past the lock's removal: a violation from the removal on.
+        let v = runs_without_lock(
+            &[probe("a", t0, 10, Some(990))],
             &[h],
             ms(20),
             t0,
@@ -1091,11 +1150,36 @@ mod tests {
         assert_eq!(
             v[0].window,
             Window {
-                start_ms: 500,
-                end_ms: 800
+                start_ms: 900,
+                end_ms: 990
             }
         );
-        assert!(v[0].detail.contains("expired"), "{}", v[0].detail);
+        assert!(v[0].detail.contains("invalidated"), "{}", v[0].detail);
+    }
+
+    /// A renew answered 409 ends the hold's validity, whatever the server still keeps: the
+    /// harness answers a late conflict as a renew delivered after the lock passed on.
+    #[test]
+    fn a_renew_conflict_ends_validity() {
+        let t0 = Instant::now();
+        let mut x = exchange("a", Operation::Renew, t0 + ms(300), 409);
+        x.lock_id = Some("L1".into());
+        x.duration = ms(50);
+        let mut other = exchange("a", Operation::Renew, t0 + ms(200), 409);
+        other.lock_id = Some("L2".into());
+        let holds = with_conflicts(vec![hold("a", "L1", t0, 0, Some(900))], &[other, x]);
+        assert_eq!(holds[0].valid_until(), Some(t0 + ms(350)));
+        assert_eq!(free_at(&holds[0]), Some(t0 + ms(900)));
+        let v = runs_without_lock(
+            &[probe("a", t0, 10, Some(800))],
+            &holds,
+            ms(20),
+            t0,
+            t0 + ms(1000),
+        );
+        assert_eq!(v.len(), 1);
+        assert_eq!((v[0].window.start_ms, v[0].window.end_ms), (350, 800));
+        assert!(v[0].detail.contains("409"), "{}", v[0].detail);
     }
 
     #[test]

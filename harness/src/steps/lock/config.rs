@@ -92,6 +92,8 @@ pub struct LockConfig {
     pub stop_on_client_after: Option<Duration>,
     /// Clients in the singleton campaign.
     pub clients: usize,
+    /// The least the singleton campaign lasts (`--campaign`, else the profile's).
+    pub campaign: Duration,
     pub probe: ProbeCommand,
     /// The rerun line's prefix, for reproduce text.
     pub command_line: crate::command_line::CommandLine,

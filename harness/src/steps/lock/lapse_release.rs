@@ -79,7 +79,15 @@ async fn gave_up(w: &mut LockWorld) -> StepResult {
         .filter(|e| nomad_not_held(e))
         .take(1)
         .collect();
+    let crashed = super::release::crashed(w.client(CLIENT)?);
     let r = match &status {
+        // A crash is no exit of the client's own: whatever it was doing (its release, most
+        // likely) was cut short, not given up. The crash itself is added by fail().
+        Some(s) if crashed => Err(w.fail(
+            "after a lapse the client gives its release up and exits with an error code of its own (\"If TTL expires, attempt to revoke lock, then exit the process with error code\"), not by crashing",
+            &format!("the client crashed and ended with {s}; {seen_releases}"),
+            &first_500,
+        )),
         Some(s) if failed(s) => {
             w.ctx().note(if met_500 == 0 {
                 format!(

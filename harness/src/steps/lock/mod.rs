@@ -45,6 +45,11 @@ pub struct LockWorld {
     signalled_at: Option<Instant>,
     /// The client's state when the harness had to SIGKILL it at the kill timeout.
     notes_at_kill: Option<String>,
+    /// The protected processes (pids) still alive, as /proc saw them, when the harness sent
+    /// Nomad's SIGKILL at the kill timeout (`None`: the client had exited by itself before).
+    alive_at_kill: Option<Vec<u32>>,
+    /// LOCK-NO-CRASH: whether the second run of the client got the late 409.
+    second_run_met_conflict: Option<bool>,
     /// The singleton campaign's scheduled faults, as they took effect.
     applied: Vec<singleton::Applied>,
     /// When the harness began stopping every client at the end of a campaign.

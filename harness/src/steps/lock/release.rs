@@ -95,16 +95,17 @@ async fn stop_with(w: &mut LockWorld, signal: String) -> StepResult {
     };
     let kill = w.config().kill_timeout;
     w.signalled_at = Some(Instant::now());
-    let scene = w.scene()?;
     let client = w.client(CLIENT)?;
     let _ = client.signal(sig);
     if client.wait_exit(kill).await.is_none() {
-        // Nomad's SIGKILL after kill_timeout.
+        // Nomad's SIGKILL after kill_timeout (which protected processes it ends is kept).
+        w.alive_at_kill = Some(alive_probes(w));
+        let client = w.client(CLIENT)?;
         client.kill();
         client.wait_exit(Duration::from_secs(5)).await;
     }
     // The sidecar pattern: the application stops after the leader, with its own kill timeout.
-    scene.listener.wait_ended(CLIENT, kill).await;
+    w.scene()?.listener.wait_ended(CLIENT, kill).await;
     Ok(())
 }
 
@@ -196,14 +197,51 @@ async fn stop_while_hung(w: &mut LockWorld) -> StepResult {
     let client = w.client(CLIENT)?;
     let _ = client.signal(Signal::SIGTERM);
     if client.wait_exit(kill).await.is_none() {
-        // Nomad's SIGKILL after kill_timeout; what the client was doing is kept for the verdict.
+        // Nomad's SIGKILL after kill_timeout; what the client was doing is kept for the verdict,
+        // and which protected processes were still alive the instant before it: only those did
+        // the kill timeout end (the probe listener learns of an end a little later, and a probe
+        // the client itself killed is as "killed" as one the harness did).
         w.notes_at_kill = Some(client_state(w));
+        w.alive_at_kill = Some(alive_probes(w));
         let client = w.client(CLIENT)?;
         client.kill();
         client.wait_exit(Duration::from_secs(5)).await;
     }
     w.scene()?.listener.wait_ended(CLIENT, kill).await;
     Ok(())
+}
+
+/// The protected processes of the client under test that are alive now, by /proc (a zombie
+/// is dead: the client killed it and has not reaped it yet).
+fn alive_probes(w: &LockWorld) -> Vec<u32> {
+    let Ok(scene) = w.scene() else {
+        return Vec::new();
+    };
+    scene
+        .probes_of(CLIENT)
+        .iter()
+        .filter(|p| p.end.is_none() && p.pid > 0)
+        .filter(|p| {
+            i32::try_from(p.pid)
+                .ok()
+                .and_then(crate::procfs::proc_stat)
+                .is_some_and(|s| !s.zombie)
+        })
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Whether protected process `p` outlived the kill timeout: still running, ended after it, or
+/// alive when the harness sent Nomad's SIGKILL at the kill timeout. A probe that ended
+/// without reporting an exit before then was stopped by the client (a SIGKILL of its own, as
+/// Go's `exec.CommandContext` sends), which is as good a stop as any.
+fn outlived_kill_timeout(
+    p: &crate::plugins::lock::ProbeInterval,
+    at: Instant,
+    kill: Duration,
+    alive_at_kill: Option<&[u32]>,
+) -> bool {
+    p.end.is_none_or(|e| e > at + kill) || alive_at_kill.is_some_and(|a| a.contains(&p.pid))
 }
 
 /// What the client under test was doing when Nomad would SIGKILL it: running or not, its
@@ -255,9 +293,10 @@ async fn stopped_within_kill(w: &mut LockWorld) -> StepResult {
     let scene = w.scene()?;
     let exited = w.client(CLIENT)?.exited_at();
     let probes = scene.probes_of(CLIENT);
+    let alive_at_kill = w.alive_at_kill.as_deref();
     let late_probe = probes
         .iter()
-        .find(|p| p.end.is_none_or(|e| e > at + kill) || p.killed);
+        .find(|p| outlived_kill_timeout(p, at, kill, alive_at_kill));
     let client_note = match exited {
         Some(e) => format!(
             "the client exited {} after the signal",
@@ -277,14 +316,15 @@ async fn stopped_within_kill(w: &mut LockWorld) -> StepResult {
             if let Some(state) = &w.notes_at_kill {
                 seen.push(state.clone());
             }
+            let killed_by_harness = alive_at_kill.is_some_and(|a| a.contains(&p.pid));
             seen.push(match p.end {
-                Some(e) if !p.killed => format!(
+                Some(_) if killed_by_harness => {
+                    "the protected process was only ended by the harness's SIGKILL (Nomad's, at the kill timeout)".into()
+                }
+                Some(e) => format!(
                     "the protected process ended {} after the signal",
                     fmt(e.saturating_duration_since(at))
                 ),
-                Some(_) => {
-                    "the protected process was only ended by the harness's SIGKILL (Nomad's, at the kill timeout)".into()
-                }
                 None => "the protected process was still running".into(),
             });
             seen.push(client_note);
@@ -302,41 +342,137 @@ async fn stopped_within_kill(w: &mut LockWorld) -> StepResult {
     r
 }
 
-#[then("the client exited with a status of its own, not a crash")]
-async fn no_crash(w: &mut LockWorld) -> StepResult {
-    let within = w.lock_profile().stop_within * 2;
-    let client = w.client(CLIENT)?;
-    let status = client.wait_exit(within).await;
-    let stderr: String = client
+/// LOCK-NO-CRASH's second run of the client.
+pub const SECOND_RUN: &str = "client-2";
+
+#[when(
+    "the client runs again, holds the lock, and its next renew is held an eighth of the TTL and then answered 409"
+)]
+async fn second_run_late_conflict(w: &mut LockWorld) -> StepResult {
+    let run = w.ctx().run.clone();
+    let lease = super::renew::lease(w, CLIENT).await?;
+    // The first run is over. A lock it left held (it crashed rather than release) is cleared on
+    // the reference server, as its lock delay would, so that the second run need not wait out
+    // the lock's lifetime; against a real Nomad the second run waits for it.
+    let scene = w.scene()?;
+    let wait_for_lock = match &scene.server {
+        Some(server) => {
+            let ns = scene.namespace.clone().unwrap_or_else(|| "default".into());
+            server.force_release(&ns, &run.config.path);
+            Duration::ZERO
+        }
+        None => lease.ttl * 2 + lease.delay,
+    };
+    let r = w
+        .scene_mut()?
+        .start_client(&run.config, SECOND_RUN)
+        .await
+        .map(|_| ());
+    r.map_err(|e| w.ctx().harness_error(e))?;
+    let within = w.lock_profile().start_within + wait_for_lock;
+    if w
+        .scene()?
+        .listener
+        .wait_started(SECOND_RUN, within)
+        .await
+        .is_none()
+    {
+        let msg = format!(
+            "the client, started again once its first run had ended and the lock was free, did not start its protected process within {}",
+            fmt(within)
+        );
+        return Err(w.ctx().blocked(super::ROOT, w.fail("the client acquires the lock and starts the protected process", &msg, &[])));
+    }
+    let met = super::renew::late_conflict(w, SECOND_RUN).await?;
+    w.second_run_met_conflict = Some(met);
+    // How it ends: by itself, or stopped by Nomad as a task is.
+    let stop_within = w.lock_profile().stop_within * 2;
+    let kill = w.config().kill_timeout;
+    let Some(client) = w.scene()?.client(SECOND_RUN) else {
+        return Err(w.ctx().harness_error("the second run of the client is gone"));
+    };
+    if client.wait_exit(stop_within).await.is_none() {
+        let _ = client.signal(Signal::SIGTERM);
+        if client.wait_exit(kill).await.is_none() {
+            client.kill();
+            client.wait_exit(Duration::from_secs(5)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Signals whose default action dumps core: a process that dies of one crashed (SIGTERM,
+/// SIGINT and SIGKILL are how Nomad stops a task, and are no crash).
+fn crash_signal(signal: i32) -> bool {
+    [
+        Signal::SIGSEGV,
+        Signal::SIGABRT,
+        Signal::SIGBUS,
+        Signal::SIGILL,
+        Signal::SIGFPE,
+        Signal::SIGTRAP,
+        Signal::SIGSYS,
+        Signal::SIGQUIT,
+    ]
+    .iter()
+    .any(|s| *s as i32 == signal)
+}
+
+/// Whether a client run crashed: a crash report in what it printed, or death by a signal that
+/// dumps core.
+pub fn crashed(client: &crate::plugins::lock::RunningClient) -> bool {
+    let stderr: Vec<String> = client
         .tasks()
         .iter()
         .map(|t| t.stderr.text.clone())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let report = crate::crash::report(&stderr);
-    let signal = match &status {
-        Some(nomad_conform_reports::model::ExitStatus::Signaled { signal }) => Some(*signal),
-        _ => None,
-    };
-    let r = match (&report, signal) {
-        // Still running and nothing crashed: how it ends was not seen (whether it exits after a
-        // conflict at all is LOCK-CONFLICT-EXIT's to judge).
-        (None, None) if status.is_none() => Err(w.ctx().skip(format!(
-            "the client had not exited {} after the late renew conflict, so how it ends was not seen (LOCK-CONFLICT-EXIT judges whether it exits)",
-            fmt(within)
-        ))),
-        (None, None) => Ok(()),
-        _ => Err(w.fail(
-            "after a late renew conflict the client exits with an error status of its own (\"On conflict: exit the process with error code\"), not by crashing",
-            // The crash itself is added by fail().
-            &format!(
-                "the client ended with {}",
-                status
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "no exit yet".into())
-            ),
+        .collect();
+    crate::crash::report(&stderr.join("\n")).is_some()
+        || matches!(
+            client.status(),
+            Some(nomad_conform_reports::model::ExitStatus::Signaled { signal }) if crash_signal(signal)
+        )
+}
+
+#[then("no run of the client crashed")]
+async fn no_crash(w: &mut LockWorld) -> StepResult {
+    let scene = w.scene()?;
+    let runs: Vec<(&str, &str)> = vec![
+        (CLIENT, "the first run, stopped by Nomad with SIGTERM"),
+        (SECOND_RUN, "the second run, after a late renew conflict"),
+    ];
+    let mut seen = Vec::new();
+    let mut any_crash = false;
+    for (label, what) in &runs {
+        let Some(c) = scene.client(label) else {
+            continue;
+        };
+        let crash = crashed(c);
+        any_crash |= crash;
+        seen.push(format!(
+            "{what} ({label}) {}{}",
+            match c.status() {
+                Some(s) => format!("ended with {s}"),
+                None => "did not end".into(),
+            },
+            if crash { ", crashing" } else { "" }
+        ));
+    }
+    let r = if any_crash {
+        // The crash itself is added by fail().
+        Err(w.fail(
+            "the client ends with an error status of its own (\"On conflict: exit the process with error code\"), whether Nomad stops it or it meets a late renew conflict, never by crashing",
+            &seen.join("; "),
             &[],
-        )),
+        ))
+    } else if w.second_run_met_conflict == Some(false) {
+        Err(w.ctx().skip(format!(
+            "{}; {}",
+            super::renew::GAVE_UP_ON_LATE_409,
+            seen.join("; ")
+        )))
+    } else {
+        w.ctx().note(&seen.join("; "));
+        Ok(())
     };
     w.record_scene();
     r
@@ -356,12 +492,11 @@ async fn stopped_in_order(w: &mut LockWorld) -> StepResult {
         .into_iter()
         .find(|e| e.operation == Operation::Release && e.succeeded() && e.at >= at);
     let probes = scene.probes_of(CLIENT);
+    let alive_at_kill = w.alive_at_kill.as_deref();
     let mut problem = None;
     for p in &probes {
         let end = p.end;
-        if end.is_none_or(|e| e > at + kill)
-            || (p.killed && end.is_some_and(|e| e + tol >= at + kill))
-        {
+        if outlived_kill_timeout(p, at, kill, alive_at_kill) {
             problem = Some(format!(
                 "the protected process {} — it was not stopped before Nomad's SIGKILL at the kill timeout ({})",
                 match end {
@@ -425,4 +560,41 @@ async fn released_after_signal(w: &mut LockWorld) -> StepResult {
     };
     w.record_scene();
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::lock::ProbeInterval;
+
+    fn probe(pid: u32, t0: Instant, end_ms: Option<u64>, killed: bool) -> ProbeInterval {
+        ProbeInterval {
+            label: CLIENT.into(),
+            pid,
+            start: t0,
+            end: end_ms.map(|m| t0 + Duration::from_millis(m)),
+            exit: if killed { None } else { Some(143) },
+            killed,
+            beats: 1,
+            max_gap: None,
+        }
+    }
+
+    #[test]
+    fn a_probe_its_client_killed_in_time_did_not_outlive_the_kill_timeout() {
+        let t0 = Instant::now();
+        let kill = Duration::from_secs(1);
+        // Killed by the client 40 ms after the signal; the harness's SIGKILL came later and
+        // found it gone.
+        let p = probe(7, t0, Some(40), true);
+        assert!(!outlived_kill_timeout(&p, t0, kill, Some(&[])));
+        assert!(!outlived_kill_timeout(&p, t0, kill, None));
+        // Alive when the harness sent Nomad's SIGKILL: the kill timeout ended it, whenever the
+        // listener learnt of its end.
+        let q = probe(8, t0, Some(990), true);
+        assert!(outlived_kill_timeout(&q, t0, kill, Some(&[8])));
+        // Still running, or ended past the kill timeout.
+        assert!(outlived_kill_timeout(&probe(9, t0, None, false), t0, kill, None));
+        assert!(outlived_kill_timeout(&probe(9, t0, Some(1200), false), t0, kill, None));
+    }
 }

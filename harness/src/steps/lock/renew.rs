@@ -123,27 +123,29 @@ async fn wait_exchange(
 
 /// Injects `status` on the client's next renew and waits for it to happen.
 async fn next_renew_answered(w: &mut LockWorld, status: u16) -> StepResult {
-    next_renew_answered_after(w, status, |_| Duration::ZERO).await
+    next_renew_answered_after(w, CLIENT, status, |_| Duration::ZERO).await
 }
 
-/// Injects `status`, held `hold(lease)` first, on the client's next renew and waits for it.
+/// Injects `status`, held `hold(lease)` first, on the next renew of client `label` and waits
+/// for it.
 async fn next_renew_answered_after(
     w: &mut LockWorld,
+    label: &str,
     status: u16,
     hold: impl Fn(&Lease) -> Duration,
 ) -> StepResult {
-    let l = lease(w, CLIENT).await?;
+    let l = lease(w, label).await?;
     let since = Instant::now();
     let task_api = w.config().task_api;
     let fault = Fault::status(status)
         .map_err(|e| e.to_string())?
         .after(hold(&l));
     w.scene_mut()?
-        .proxy(CLIENT, task_api)
+        .proxy(label, task_api)
         .await?
         .inject_next(&[Operation::Renew], fault, 1);
     // The renew the fault hit, answered or (for a held answer) given up on by the client.
-    let hit = wait_exchange(w, CLIENT, since, l.ttl * 2, |e| {
+    let hit = wait_exchange(w, label, since, l.ttl * 2, |e| {
         e.operation == Operation::Renew
             && (e.status == Some(status) || (e.fault.is_some() && e.status.is_none()))
     })
@@ -171,19 +173,24 @@ async fn renew_409(w: &mut LockWorld) -> StepResult {
 
 #[when("the next renew is held an eighth of the TTL and then answered 409")]
 async fn renew_late_409(w: &mut LockWorld) -> StepResult {
-    next_renew_answered_after(w, 409, |l| l.ttl / 8).await?;
-    // The clause is about what the client does with a late conflict: it must have got it.
-    let scene = w.scene()?;
-    let ex = scene.exchanges();
-    let got = lock_ops(&ex, CLIENT)
-        .into_iter()
-        .any(|e| e.operation == Operation::Renew && e.status == Some(409) && e.fault.is_some());
-    if !got {
-        return Err(w.ctx().skip(
-            "the client gave up on the renew before the late 409 came (its request timeout is shorter than an eighth of the TTL), so it never met a late conflict",
-        ));
+    if !late_conflict(w, CLIENT).await? {
+        return Err(w.ctx().skip(GAVE_UP_ON_LATE_409));
     }
     Ok(())
+}
+
+/// Why a late-conflict clause was not exercised.
+pub const GAVE_UP_ON_LATE_409: &str = "the client gave up on the renew before the late 409 came (its request timeout is shorter than an eighth of the TTL), so it never met a late conflict";
+
+/// Answers the next renew of client `label` 409 an eighth of the TTL late; whether the client
+/// got that answer (it may have given up on the renew first).
+pub async fn late_conflict(w: &mut LockWorld, label: &str) -> Result<bool, String> {
+    next_renew_answered_after(w, label, 409, |l| l.ttl / 8).await?;
+    let scene = w.scene()?;
+    let ex = scene.exchanges();
+    Ok(lock_ops(&ex, label)
+        .into_iter()
+        .any(|e| e.operation == Operation::Renew && e.status == Some(409) && e.fault.is_some()))
 }
 
 /// From now on the server takes the client's requests and never answers them (the
@@ -469,10 +476,11 @@ async fn keeps_after_failure(w: &mut LockWorld) -> StepResult {
     r
 }
 
-/// The probe's end against a deadline counted from the last success before the failures.
+/// The probe's end against a deadline; `deadline` gets the lease and the last acquire or renew
+/// the server answered 200 before the failures, and says when the deadline is and from what.
 async fn lapse_check(
     w: &LockWorld,
-    lifetime: impl Fn(&Lease) -> Duration,
+    deadline: impl Fn(&Lease, &Exchange) -> (Instant, String),
     expected: &str,
 ) -> StepResult {
     let l = lease(w, CLIENT).await?;
@@ -484,7 +492,7 @@ async fn lapse_check(
             .ctx()
             .harness_error("no successful acquire or renew before the failures"));
     };
-    let deadline = answered_at(&last) + lifetime(&l);
+    let (deadline, from) = deadline(&l, &last);
     let late: Vec<_> = scene
         .probes_of(CLIENT)
         .into_iter()
@@ -499,16 +507,49 @@ async fn lapse_check(
         Some(p) => Err(w.fail(
             expected,
             &format!(
-                "the protected process {} (the deadline was {} after the last renew the server accepted); the client's requests since the failures began: {}",
+                "the protected process {} (the deadline was {from}); the client's requests since the failures began: {}",
                 match p.end {
                     Some(e) => format!("ended {} after the deadline", fmt(e.saturating_duration_since(deadline))),
                     None => "was still running".to_string(),
                 },
-                fmt(lifetime(&l)),
                 if after.is_empty() { "none".into() } else { answers(&after) }
             ),
             &[&last],
         )),
+    }
+}
+
+/// When another allocation's acquire can first succeed after `last`, the last acquire or renew
+/// of the client the server answered 200: when the lock left the server's state, as its
+/// history shows (the reference server), or else 2 × TTL (the leader's timer) plus the lock
+/// delay after that answer (nomad/locks.go; the lock stays in state through the delay, and
+/// nomad/state/state_store_variables.go, VarLockAcquire, answers every other acquire 409 while
+/// it does). The same instant LOCK-SINGLETON counts a lock valid until.
+fn lock_free_at(w: &LockWorld, l: &Lease, last: &Exchange) -> (Instant, String) {
+    let computed = answered_at(last) + l.ttl * 2 + l.delay;
+    let from_history = last.lock_id.as_deref().and_then(|id| {
+        w.scene()
+            .ok()?
+            .holds()
+            .into_iter()
+            .find(|h| h.lock_id == id)
+            .and_then(|h| super::checker::free_at(&h))
+    });
+    match from_history {
+        Some(free) => (
+            free,
+            format!(
+                "when the server freed the lock, {} after the last renew it accepted",
+                fmt(free.saturating_duration_since(answered_at(last)))
+            ),
+        ),
+        None => (
+            computed,
+            format!(
+                "2 × TTL + lock delay = {} after the last renew the server accepted",
+                fmt(l.ttl * 2 + l.delay)
+            ),
+        ),
     }
 }
 
@@ -517,7 +558,10 @@ async fn before_handover(w: &mut LockWorld) -> StepResult {
     let tol = w.lock_profile().overlap_tolerance;
     let r = lapse_check(
         w,
-        |l| l.ttl * 2 + l.delay + tol,
+        |l, last| {
+            let (free, from) = lock_free_at(w, l, last);
+            (free + tol, from)
+        },
         "when renews keep failing, the protected process is gone before Nomad can give the lock to another allocation: 2 × TTL (the leader's timer) plus the lock delay after the last renew it accepted",
     )
     .await;
@@ -525,13 +569,48 @@ async fn before_handover(w: &mut LockWorld) -> StepResult {
     r
 }
 
+/// The guide's lock-renew sequence: once a renew has failed, retry with backoff for up to a
+/// TTL, then stop. Counted from the first renew that failed after the failures began, if it
+/// was sent within the TTL of the last success; a client that sent none by then has no retry
+/// to make: its TTL expired, and it stops then.
+fn ttl_after_first_failure(w: &LockWorld, l: &Lease, last: &Exchange) -> (Instant, String) {
+    let at = w.fault_at.unwrap_or_else(Instant::now);
+    let due = answered_at(last) + l.ttl;
+    let first_failed = w.scene().ok().and_then(|scene| {
+        lock_ops(&scene.exchanges(), CLIENT)
+            .into_iter()
+            .find(|e| e.operation == Operation::Renew && e.at >= at && !e.succeeded())
+            .map(|e| e.at)
+    });
+    match first_failed {
+        Some(f) if f < due => (
+            f + l.ttl,
+            format!(
+                "one TTL ({}) after the first renew that failed, sent {} after the last renew the server accepted",
+                fmt(l.ttl),
+                fmt(f.saturating_duration_since(answered_at(last)))
+            ),
+        ),
+        _ => (
+            due,
+            format!(
+                "the TTL ({}) after the last renew the server accepted: no renew was sent within it, so none failed to be retried",
+                fmt(l.ttl)
+            ),
+        ),
+    }
+}
+
 #[then("the protected process stopped within the TTL of the last renew the server accepted")]
 async fn within_lease(w: &mut LockWorld) -> StepResult {
     let tol = w.lock_profile().lapse_tolerance;
     let r = lapse_check(
         w,
-        |l| l.ttl + tol,
-        "when renews keep failing, the protected process is stopped once the TTL has passed since the last renew the server accepted (\"If TTL expires, attempt to revoke lock, then exit\")",
+        |l, last| {
+            let (d, from) = ttl_after_first_failure(w, l, last);
+            (d + tol, from)
+        },
+        "when renews keep failing, the client retries them with backoff for up to a TTL after the first failure and then stops the protected process (\"On failure: retry with backoff up to TTL. If TTL expires, attempt to revoke lock, then exit\")",
     )
     .await;
     w.record_scene();

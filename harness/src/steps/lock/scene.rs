@@ -12,7 +12,7 @@ use nomad_conform_variables::{
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::checker::{Hold, holder_intervals, lock_owners};
+use super::checker::{Hold, holder_intervals, lock_owners, with_conflicts};
 use super::{LockConfig, Pattern, ServerChoice};
 use crate::nomad_api::{Target, Upstream};
 use crate::plugins::lock::api::Holder;
@@ -292,9 +292,11 @@ impl Scene {
             .unwrap_or_default()
     }
 
-    /// Who held the lock when, as the reference server saw it.
+    /// Who held the lock when, as the reference server saw it, each hold ending at the first
+    /// renew answered 409 too (see [`crate::steps::lock::checker::with_conflicts`]).
     pub fn holds(&self) -> Vec<Hold> {
-        holder_intervals(&self.history(), &lock_owners(&self.exchanges()))
+        let ex = self.exchanges();
+        with_conflicts(holder_intervals(&self.history(), &lock_owners(&ex)), &ex)
     }
 
     /// Exchanges, probe intervals and the clients' processes into the case (once).

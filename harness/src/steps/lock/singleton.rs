@@ -23,35 +23,35 @@ fn label(i: usize) -> String {
 
 /// The faults every campaign applies, whatever its seed: each failure mode the campaign exists
 /// to catch is exercised on every run. All but the outage hit the client that holds the lock
-/// at the time (the one whose protected process runs).
+/// at the time (the one whose protected process runs), and a fault that needs a holder waits
+/// for one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scheduled {
-    /// Its next renew is answered 409 an eighth of a TTL late, as a renew delivered after the
-    /// lock passed on is answered: the client must stop. (Answered again to a later renew if
-    /// the client gave up on that one before the answer came.)
-    LateConflict,
-    /// Its requests hang for 2 × TTL + lock delay + TTL/2, then are delivered: only a client
-    /// that bounds its requests stops in time.
-    HangThenDeliver,
     /// Its next renew's connection is reset.
     Reset,
     /// Its next three renews are answered 503.
     Burst5xx,
-    /// Every client's connections are refused for 2 × TTL + lock delay + TTL.
-    RefusalOutage,
+    /// Its next renew is answered 409 an eighth of a TTL late, as a renew delivered after the
+    /// lock passed on is answered: the client must stop. (Answered again to a later renew if
+    /// the client gave up on that one before the answer came.) On the reference server the
+    /// lock is then cleared, as the 409 said it had passed on, so that another client can take
+    /// it at once.
+    LateConflict,
+    /// An outage longer than a lock's lifetime: for 2 × TTL + lock delay + TTL the holder's
+    /// requests hang (the connection open, no answer) and every other client is refused; then
+    /// the holder's held requests are delivered. Only a client that bounds its requests, and
+    /// stops its protected process when it cannot renew, stops in time.
+    Outage,
 }
 
 impl Scheduled {
     fn describe(self) -> &'static str {
         match self {
-            Scheduled::LateConflict => "a renew conflict answered an eighth of a TTL late (409)",
-            Scheduled::HangThenDeliver => {
-                "requests held for 2 × TTL + lock delay + TTL/2, then delivered"
-            }
             Scheduled::Reset => "a renew's connection reset",
             Scheduled::Burst5xx => "three renews answered 503",
-            Scheduled::RefusalOutage => {
-                "every client refused for 2 × TTL + lock delay + TTL (an outage longer than a lock's lifetime)"
+            Scheduled::LateConflict => "a renew conflict answered an eighth of a TTL late (409)",
+            Scheduled::Outage => {
+                "an outage longer than a lock's lifetime (2 × TTL + lock delay + TTL): the holder's requests held, then delivered, every other client refused"
             }
         }
     }
@@ -65,30 +65,38 @@ pub struct Applied {
     pub target: String,
 }
 
-/// When each scheduled fault is due, from the campaign's start and the clients' lease: each
-/// one after the previous one's consequences have played out (its lock lapsed and passed on).
-fn schedule(
-    start: Instant,
-    ttl: Duration,
-    delay: Duration,
-) -> (Vec<(Instant, Scheduled)>, Instant) {
+/// The scheduled faults in order, each with the least time after the previous one took effect
+/// (after the campaign's start, for the first): long enough for the previous one to have
+/// played out on a client that behaves, from the clients' TTL and lock delay. `freed`: the
+/// harness clears the lock after the late conflict (the reference server), so the next holder
+/// need not wait the lock's lifetime.
+fn schedule(ttl: Duration, delay: Duration, freed: bool) -> Vec<(Duration, Scheduled)> {
     let lapse = ttl * 2 + delay;
-    let conflict = start + ttl;
-    let hang = conflict + lapse + ttl;
-    let reset = hang + lapse + ttl / 2 + lapse + ttl;
-    let burst = reset + ttl;
-    let outage = burst + ttl;
-    let end = outage + lapse + ttl + lapse + ttl;
-    (
-        vec![
-            (conflict, Scheduled::LateConflict),
-            (hang, Scheduled::HangThenDeliver),
-            (reset, Scheduled::Reset),
-            (burst, Scheduled::Burst5xx),
-            (outage, Scheduled::RefusalOutage),
-        ],
-        end,
-    )
+    vec![
+        // The first holder's next renew, within a TTL.
+        (Duration::ZERO, Scheduled::Reset),
+        // The renews after the reset's retry.
+        (ttl, Scheduled::Burst5xx),
+        // Once the burst's three renews (and their retries) are over.
+        (ttl, Scheduled::LateConflict),
+        // The conflict's renew comes within a TTL; then the lock is cleared at once, or lapses
+        // (2 × TTL + lock delay after that renew) against a real Nomad, and the outage waits
+        // for the next holder.
+        (if freed { ttl } else { ttl + lapse }, Scheduled::Outage),
+    ]
+}
+
+/// How long after it took effect a scheduled fault has played out: its random faults are
+/// paused on the clients it hits for that long, so that the seed's partitions and resets never
+/// cut it short (a random partition closing the connection of the late conflict's renew, say);
+/// the campaign lasts at least that long after its last scheduled fault.
+fn plays_out(fault: Scheduled, ttl: Duration, delay: Duration) -> Duration {
+    let lapse = ttl * 2 + delay;
+    match fault {
+        Scheduled::Reset | Scheduled::Burst5xx | Scheduled::LateConflict => ttl * 2,
+        // The outage, then a TTL for the delivered requests' answers to be acted on.
+        Scheduled::Outage => lapse + ttl + ttl,
+    }
 }
 
 /// The client whose protected process runs now, if any.
@@ -97,18 +105,6 @@ fn holder(w: &LockWorld, n: usize) -> Option<String> {
     (0..n)
         .map(label)
         .find(|l| scene.probes_of(l).iter().any(|p| p.end.is_none()))
-}
-
-/// How long a scheduled fault takes to play out: its random faults are paused on the clients
-/// it hits for that long, so that the seed's partitions and resets never cut it short (a
-/// random partition closing the connection of the late conflict's renew, say).
-fn plays_out(fault: Scheduled, ttl: Duration, delay: Duration) -> Duration {
-    let lapse = ttl * 2 + delay;
-    match fault {
-        Scheduled::LateConflict | Scheduled::Reset | Scheduled::Burst5xx => lapse + ttl,
-        Scheduled::HangThenDeliver => lapse + ttl / 2 + lapse,
-        Scheduled::RefusalOutage => lapse + ttl + lapse,
-    }
 }
 
 /// Apply `fault` now; returns on whom (the clients whose random faults are paused), or None
@@ -121,30 +117,35 @@ async fn apply(
     delay: Duration,
 ) -> Result<Option<(String, Vec<String>)>, String> {
     let task_api = w.config().task_api;
-    if fault == Scheduled::RefusalOutage {
-        let now = Instant::now();
-        let end = now + ttl * 2 + delay + ttl;
-        for i in 0..n {
-            let proxy = w.scene_mut()?.proxy(&label(i), task_api).await?;
-            proxy.stop_campaign();
-            proxy.partition_window(PartitionMode::Refuse, now, end);
-        }
-        return Ok(Some(("every client".into(), (0..n).map(label).collect())));
-    }
     let Some(target) = holder(w, n) else {
         return Ok(None);
     };
+    let bad = |e: crate::plugins::lock::proxy_faults::FaultError| e.to_string();
+    if fault == Scheduled::Outage {
+        let now = Instant::now();
+        let end = now + ttl * 2 + delay + ttl;
+        for i in 0..n {
+            let l = label(i);
+            let proxy = w.scene_mut()?.proxy(&l, task_api).await?;
+            proxy.stop_campaign();
+            let mode = if l == target {
+                PartitionMode::Hang
+            } else {
+                PartitionMode::Refuse
+            };
+            proxy.partition_window(mode, now, end);
+        }
+        return Ok(Some((
+            format!("{target} held, every other client refused"),
+            (0..n).map(label).collect(),
+        )));
+    }
     let proxy = w.scene_mut()?.proxy(&target, task_api).await?;
     proxy.stop_campaign();
-    let bad = |e: crate::plugins::lock::proxy_faults::FaultError| e.to_string();
     match fault {
         Scheduled::LateConflict => {
             let f = Fault::status(409).map_err(bad)?.after(ttl / 8);
             proxy.inject_next(&[Operation::Renew], f, 1);
-        }
-        Scheduled::HangThenDeliver => {
-            let now = Instant::now();
-            proxy.partition_window(PartitionMode::Hang, now, now + ttl * 2 + delay + ttl / 2);
         }
         Scheduled::Reset => {
             proxy.inject_next(&[Operation::Renew], Fault::reset(), 1);
@@ -152,29 +153,46 @@ async fn apply(
         Scheduled::Burst5xx => {
             proxy.inject_next(&[Operation::Renew], Fault::status(503).map_err(bad)?, 3);
         }
-        Scheduled::RefusalOutage => {}
+        Scheduled::Outage => {}
     }
     Ok(Some((target.clone(), vec![target])))
 }
 
-/// Keeps `n` clients running until `until`, restarting any that exits, and applies the
-/// scheduled faults when they are due (a fault that needs a holder waits for one).
+/// The reference server clears the lock on the campaign's path, as the late conflict told its
+/// holder it had passed on.
+fn clear_lock(w: &LockWorld) -> Result<(), String> {
+    let scene = w.scene()?;
+    if let Some(server) = &scene.server {
+        let ns = scene.namespace.clone().unwrap_or_else(|| "default".into());
+        server.force_release(&ns, &w.config().path);
+    }
+    Ok(())
+}
+
+/// Keeps `n` clients running until `until` (or, with a schedule, until its last fault has
+/// played out, whichever is later), restarting any that exits, and applies the scheduled
+/// faults in order, each once its gap after the previous one has passed and a holder exists
+/// (`cap`: when the campaign stops waiting for one).
 async fn keep_running(
     w: &mut LockWorld,
     n: usize,
-    until: Instant,
-    mut due: Vec<(Instant, Scheduled)>,
+    mut until: Instant,
+    cap: Instant,
+    mut due: Vec<(Duration, Scheduled)>,
     lease: (Duration, Duration),
     random: Option<&Campaign>,
 ) -> StepResult {
     let run = w.ctx().run.clone();
     let task_api = run.config.task_api;
+    let freed = w.scene()?.server.is_some();
     let mut exited_at: Vec<Option<Instant>> = vec![None; n];
     // Clients whose random faults are paused, until when.
     let mut paused: Vec<(Instant, String)> = Vec::new();
     // The late conflict until its client really got it: (client, since, tries).
     let mut conflict: Option<(String, Instant, u32)> = None;
-    while Instant::now() < until {
+    // When the previous scheduled fault took effect (the campaign's start, at first).
+    let mut previous = Instant::now();
+    while Instant::now() < until || (!due.is_empty() && Instant::now() < cap) {
         if let Some((target, since, tries)) = conflict.clone() {
             let ex = w.scene()?.exchanges();
             let conflicts: Vec<&crate::plugins::lock::Exchange> = ex
@@ -190,6 +208,10 @@ async fn keep_running(
             let missed = conflicts.iter().any(|e| e.status.is_none());
             if received || tries >= 5 {
                 conflict = None;
+                if received && freed {
+                    // The lock passed on, as the 409 said: another client may take it now.
+                    clear_lock(w)?;
+                }
             } else if missed {
                 // The client gave up on that renew before the answer came: answer the next.
                 let f = Fault::status(409)
@@ -200,21 +222,25 @@ async fn keep_running(
                 conflict = Some((target, Instant::now(), tries + 1));
             }
         }
-        if let Some((at, fault)) = due.first().copied()
-            && Instant::now() >= at
+        if let Some((gap, fault)) = due.first().copied()
+            && conflict.is_none()
+            && Instant::now() >= previous + gap
             && let Some((target, hit)) = apply(w, fault, n, lease.0, lease.1).await?
         {
-            let resume = Instant::now() + plays_out(fault, lease.0, lease.1);
-            paused.extend(hit.into_iter().map(|l| (resume, l)));
+            let now = Instant::now();
+            let played_out = now + plays_out(fault, lease.0, lease.1);
+            paused.extend(hit.into_iter().map(|l| (played_out, l)));
             if fault == Scheduled::LateConflict {
-                conflict = Some((target.clone(), Instant::now(), 1));
+                conflict = Some((target.clone(), now, 1));
             }
             w.applied.push(Applied {
-                at: Instant::now(),
+                at: now,
                 fault: fault.describe(),
                 target,
             });
+            previous = now;
             due.remove(0);
+            until = until.max(played_out);
         }
         // Random faults resume where a scheduled fault has played out (the same seed, for
         // what is left of the campaign).
@@ -227,7 +253,7 @@ async fn keep_running(
                     continue;
                 }
                 let mut rest = c.clone();
-                rest.duration = until.saturating_duration_since(now);
+                rest.duration = cap.saturating_duration_since(now);
                 let proxy = w.scene_mut()?.proxy(&l, task_api).await?;
                 if let Err(e) = proxy.start_campaign(rest) {
                     return Err(w.ctx().harness_error(e.to_string()));
@@ -258,7 +284,7 @@ async fn keep_running(
     }
     for (_, fault) in due {
         w.applied.push(Applied {
-            at: until,
+            at: Instant::now(),
             fault: fault.describe(),
             target: "nobody: no client held the lock when it was due".into(),
         });
@@ -289,7 +315,6 @@ async fn stop_all(w: &mut LockWorld) -> StepResult {
 async fn campaign(w: &mut LockWorld) -> StepResult {
     let run = w.ctx().run.clone();
     let n = run.config.clients;
-    let p = run.profile.lock.clone();
     let seed = w.ctx().seed;
     for i in 0..n {
         let r = w
@@ -303,8 +328,19 @@ async fn campaign(w: &mut LockWorld) -> StepResult {
     wait_running_any(w, n).await?;
     let l = lease_of_any(w)?;
     let start = Instant::now();
-    let (due, scheduled_end) = schedule(start, l.ttl, l.delay);
-    let until = (start + p.campaign).max(scheduled_end);
+    let freed = w.scene()?.server.is_some();
+    let due = schedule(l.ttl, l.delay, freed);
+    // At least the profile's (or --campaign's) time; the schedule extends it as its faults
+    // take effect. A fault still waiting for a holder after the schedule's own length twice
+    // over (gaps, each fault's playing out, a lock's lifetime for a holder to appear) is
+    // given up, and the report says so.
+    let lapse = l.ttl * 2 + l.delay;
+    let needed: Duration = due
+        .iter()
+        .map(|(gap, f)| *gap + plays_out(*f, l.ttl, l.delay))
+        .sum();
+    let until = start + run.config.campaign;
+    let cap = start + run.config.campaign.max((needed + lapse) * 2);
     let rates = FaultRates {
         ops: Operation::LOCK.to_vec(),
         latency: 0.2,
@@ -319,7 +355,7 @@ async fn campaign(w: &mut LockWorld) -> StepResult {
     };
     let campaign = Campaign {
         seed,
-        duration: until.saturating_duration_since(start),
+        duration: cap.saturating_duration_since(start),
         rates,
     };
     let task_api = run.config.task_api;
@@ -329,7 +365,7 @@ async fn campaign(w: &mut LockWorld) -> StepResult {
             return Err(w.ctx().harness_error(e.to_string()));
         }
     }
-    keep_running(w, n, until, due, (l.ttl, l.delay), Some(&campaign)).await?;
+    keep_running(w, n, until, cap, due, (l.ttl, l.delay), Some(&campaign)).await?;
     for proxy in w.scene()?.proxies.values() {
         proxy.stop_campaign();
         proxy.heal();
@@ -408,8 +444,12 @@ async fn restart(w: &mut LockWorld) -> StepResult {
         w.ctx()
             .harness_error(format!("failed to restart the server: {e}"))
     })?;
-    let until = Instant::now() + w.lock_profile().hold_for;
-    keep_running(w, 2, until, Vec::new(), (l.ttl, l.delay), None).await?;
+    // Watched until a lock left unrenewed across the restart can have passed on (the restored
+    // timer's 2 × TTL, the lock delay) and the other client can have taken it (a TTL more), at
+    // least the profile's hold_for: a client that lost its lock in the downtime and kept its
+    // protected process is seen beside the next holder.
+    let until = Instant::now() + w.lock_profile().hold_for.max(l.ttl * 3 + l.delay);
+    keep_running(w, 2, until, until, Vec::new(), (l.ttl, l.delay), None).await?;
     stop_all(w).await
 }
 

@@ -276,7 +276,11 @@ impl<'t, 'a> Drawing<'t, 'a> {
             let Some(y) = sc.lane_y(h.client.as_deref()) else {
                 continue;
             };
-            let valid_end = h.valid_until().unwrap_or(sc.until);
+            // Solid until the leader's timer fired (or the hold ended), pale through the delay.
+            let valid_end = match (h.expired, h.end) {
+                (Some(x), Some(e)) => x.min(e),
+                (x, e) => x.or(e).unwrap_or(sc.until),
+            };
             let (x1, x2) = (sc.at(h.start), sc.at(valid_end));
             let _ = write!(
                 self.s,
@@ -526,6 +530,7 @@ mod tests {
                 expired: Some(t0 + ms(1500)),
                 end: Some(t0 + ms(2000)),
                 end_reason: Some(HoldEnd::Invalidated),
+                conflicted: None,
             },
             Hold {
                 client: None,
@@ -536,6 +541,7 @@ mod tests {
                 expired: None,
                 end: None,
                 end_reason: None,
+                conflicted: None,
             },
         ];
         let probes = vec![

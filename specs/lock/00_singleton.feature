@@ -8,12 +8,19 @@ Feature: singleton
   @LOCK-SINGLETON @must
   Scenario: several clients under faults never run two protected processes at once
     The clients run against one server under a fault campaign. Every campaign, whatever its
-    seed, applies the faults that expose the known ways a client breaks the singleton, one after
-    another once the previous one has played out: the holder's renew answered 409 a quarter TTL
-    late; the holder's requests held for 2 × TTL + lock delay + TTL/2 and then delivered; a
-    reset; three renews answered 503; an outage of every client longer than a lock's lifetime.
-    The seed draws the rest (latency, 5xx, 429, resets, partitions). A client that exits is
-    started again, as Nomad's restart policy does. On failure the report names the scheduled
+    seed, applies the faults that expose the known ways a client breaks the singleton, in order,
+    each a TTL after the previous one and once a client holds the lock: the holder's renew
+    connection reset; three of its renews answered 503; its renew answered 409 an eighth of a
+    TTL late (then, on the reference server, the lock is cleared, as the 409 said it passed on);
+    an outage longer than a lock's lifetime (2 × TTL + lock delay + TTL) in which the holder's
+    requests hang and are then delivered and every other client is refused. The campaign lasts
+    until the outage has played out and two more TTLs (or --campaign, for a soak); its length
+    comes from the TTL and lock delay the clients ask for. The seed draws the rest (latency,
+    5xx, 429, resets, partitions). A client that exits is started again, as Nomad's restart
+    policy does. A client holds its lock from the acquire until the lock leaves the server's
+    state (a release, or the end of the lock delay after the leader's timer fired: Nomad
+    refuses every other acquire until then, nomad/locks.go), or until a renew of it is answered
+    409 (as one delivered after the lock passed on). On failure the report names the scheduled
     fault that exposed the first violation, draws the timeline, and prints every fault with the
     seed that replays them.
 
