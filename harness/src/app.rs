@@ -1,6 +1,7 @@
 //! From parsed command line to exit status: run a suite or re-render reports, write the report
 //! files, print the summary.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use clap::CommandFactory as _;
@@ -12,7 +13,8 @@ use crate::cli::{
     VariablesArgs,
 };
 use crate::console::Output;
-use crate::error::{HarnessError, exit_code_for};
+use crate::error::{HarnessError, exit, exit_code_for};
+use crate::known_failures::KnownFailures;
 use crate::kinds::csi;
 use crate::kinds::dhv;
 use crate::kinds::driver;
@@ -127,6 +129,7 @@ fn suite_options(s: &SuiteArgs, output: Output) -> Result<SuiteOptions, HarnessE
 
 async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
+    let known = known_failures("dhv", &args.suite)?;
     let plugin = match (&args.plugin, &args.plugin_dir) {
         (Some(_), Some(_)) => {
             return Err(HarnessError::Usage(
@@ -169,6 +172,13 @@ async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
         )?;
     }
     if let Some(dir) = &args.plugin_dir {
+        if known.is_some() {
+            return Err(HarnessError::Usage(
+                "--known-failures names one plugin's known failures; it does not apply to \
+                 --plugin-dir"
+                    .into(),
+            ));
+        }
         return dhv::plugin_dir::run(&common, &args, dir, args.out_dir.as_deref(), output).await;
     }
     let record = run_suite(
@@ -180,7 +190,7 @@ async fn run_dhv(args: DhvArgs, output: Output) -> Result<i32, HarnessError> {
         },
     )
     .await?;
-    finish(&record, &args.suite.reports, output)
+    finish_known(record, known.as_ref(), &args.suite.reports, output)
 }
 
 async fn fleet_collect(args: CollectArgs, output: Output) -> Result<i32, HarnessError> {
@@ -208,6 +218,7 @@ async fn fleet_collect(args: CollectArgs, output: Output) -> Result<i32, Harness
 
 async fn run_csi(args: CsiArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
+    let known = known_failures("csi", &args.suite)?;
     let launched: Vec<Protected> = args
         .launch
         .as_deref()
@@ -223,11 +234,12 @@ async fn run_csi(args: CsiArgs, output: Output) -> Result<i32, HarnessError> {
         },
     )
     .await?;
-    finish(&record, &args.suite.reports, output)
+    finish_known(record, known.as_ref(), &args.suite.reports, output)
 }
 
 async fn run_driver(args: DriverArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
+    let known = known_failures("driver", &args.suite)?;
     crate::report::check_files(
         &args.suite.reports,
         &[Protected::new(&args.plugin, "the plugin")],
@@ -240,11 +252,12 @@ async fn run_driver(args: DriverArgs, output: Output) -> Result<i32, HarnessErro
         },
     )
     .await?;
-    finish(&record, &args.suite.reports, output)
+    finish_known(record, known.as_ref(), &args.suite.reports, output)
 }
 
 async fn run_lock(args: LockArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
+    let known = known_failures("lock", &args.suite)?;
     let programs: Vec<Protected> = [&args.client, &args.sidecar]
         .into_iter()
         .flatten()
@@ -259,15 +272,52 @@ async fn run_lock(args: LockArgs, output: Output) -> Result<i32, HarnessError> {
         },
     )
     .await?;
-    finish(&record, &args.suite.reports, output)
+    finish_known(record, known.as_ref(), &args.suite.reports, output)
 }
 
 async fn run_variables(args: VariablesArgs, output: Output) -> Result<i32, HarnessError> {
     let common = suite_options(&args.suite, output)?;
+    let known = known_failures("variables", &args.suite)?;
     crate::report::check_files(&args.suite.reports, &[])?;
     let suite = variables::VariablesSuite::from_args(&args, &common)?;
     let record = run_suite(&common, &suite).await?;
-    finish(&record, &args.suite.reports, output)
+    finish_known(record, known.as_ref(), &args.suite.reports, output)
+}
+
+/// The list of known failures a run was given, read and checked against every clause of the
+/// suite (not only the selected ones) before anything runs.
+fn known_failures(kind: &str, s: &SuiteArgs) -> Result<Option<KnownFailures>, HarnessError> {
+    let Some(path) = &s.known_failures else {
+        return Ok(None);
+    };
+    load_known_failures(kind, s.specs.clone(), path).map(Some)
+}
+
+fn load_known_failures(
+    kind: &str,
+    specs: Option<PathBuf>,
+    path: &std::path::Path,
+) -> Result<KnownFailures, HarnessError> {
+    let opts = SuiteOptions {
+        specs,
+        ..SuiteOptions::default()
+    };
+    let (_, clauses, _) = crate::run::load_suite(kind, &opts)?;
+    let ids: BTreeSet<String> = clauses.iter().map(|c| c.id.clone()).collect();
+    KnownFailures::load(path, &ids)
+}
+
+/// [`finish`], with the list of known failures applied to the record first.
+fn finish_known(
+    mut record: RunRecord,
+    known: Option<&KnownFailures>,
+    files: &ReportFiles,
+    output: Output,
+) -> Result<i32, HarnessError> {
+    if let Some(known) = known {
+        known.apply(&mut record);
+    }
+    finish(&record, files, output)
 }
 
 /// Write the requested reports and print the summary. Every report is attempted even if one
@@ -306,7 +356,17 @@ fn finish(record: &RunRecord, files: &ReportFiles, output: Output) -> Result<i32
 type WriteFn = fn(&RunRecord, &std::path::Path) -> Result<(), HarnessError>;
 
 fn report(args: &ReportArgs, output: Output) -> Result<i32, HarnessError> {
-    if args.records.len() > 1 && !args.merge {
+    if args.compare && args.records.len() != 2 {
+        return Err(HarnessError::Usage(
+            "--compare takes two records: BEFORE.json AFTER.json".into(),
+        ));
+    }
+    if args.compare && args.reports.json.is_some() {
+        return Err(HarnessError::Usage(
+            "--compare writes --html and --junit; the records themselves are the JSON".into(),
+        ));
+    }
+    if args.records.len() > 1 && !args.merge && !args.compare {
         return Err(HarnessError::Usage(
             "several records given: add --merge to join them into one report".into(),
         ));
@@ -316,7 +376,11 @@ fn report(args: &ReportArgs, output: Output) -> Result<i32, HarnessError> {
         .iter()
         .map(|p| Protected::new(p, "a record this command reads"))
         .collect();
-    crate::report::check_files(&args.reports, &inputs)?;
+    let mut targets = crate::report::named(&args.reports);
+    if let Some(p) = &args.write_known_failures {
+        targets.push(("--write-known-failures", p));
+    }
+    crate::report::check_targets(&targets, &inputs)?;
     let mut records = Vec::new();
     for path in &args.records {
         let text = std::fs::read_to_string(path)
@@ -325,14 +389,62 @@ fn report(args: &ReportArgs, output: Output) -> Result<i32, HarnessError> {
             .map_err(|e| HarnessError::Usage(format!("{}: {e}", path.display())))?;
         records.push(record);
     }
-    let mut record = if args.merge {
+    let known = match &args.known_failures {
+        // The kind of the (first) record names the suite whose clauses the list may name.
+        Some(path) => Some(load_known_failures(&records[0].kind, None, path)?),
+        None => None,
+    };
+    for r in &mut records {
+        r.strict |= args.strict;
+        if let Some(k) = &known {
+            k.apply(r);
+        }
+    }
+    if args.compare {
+        return compare(&records[0], &records[1], &args.reports);
+    }
+    let record = if args.merge {
         nomad_conform_reports::merge::merge(records)
             .map_err(|e| HarnessError::Usage(e.to_string()))?
     } else {
         records.remove(0)
     };
-    record.strict |= args.strict;
+    if let Some(path) = &args.write_known_failures {
+        let list = crate::known_failures::write_list(&record);
+        nomad_conform_reports::write_atomically(path, &list).map_err(|e| {
+            HarnessError::Internal(format!(
+                "failed to write the list of known failures {}: {e}",
+                path.display()
+            ))
+        })?;
+    }
     finish(&record, &args.reports, output)
+}
+
+/// `report --compare BEFORE AFTER`: what changed, printed and written as asked; exit status 1
+/// when something got worse.
+fn compare(
+    before: &RunRecord,
+    after: &RunRecord,
+    files: &ReportFiles,
+) -> Result<i32, HarnessError> {
+    use nomad_conform_reports::compare;
+    let c = compare::compare(before, after).map_err(|e| HarnessError::Usage(e.to_string()))?;
+    let write = |path: &Option<PathBuf>, what: &str, text: Result<String, String>| {
+        let Some(path) = path else { return Ok(()) };
+        let text = text.map_err(|e| HarnessError::Internal(format!("{what}: {e}")))?;
+        nomad_conform_reports::write_atomically(path, &text).map_err(|e| {
+            HarnessError::Internal(format!("failed to write {what} {}: {e}", path.display()))
+        })
+    };
+    write(&files.html, "the HTML comparison", c.html().map_err(|e| e.to_string()))?;
+    write(&files.junit, "the JUnit comparison", c.junit().map_err(|e| e.to_string()))?;
+    println!("{}", crate::console::shown(&c.text()));
+    Ok(if c.is_worse() {
+        exit::NOT_CONFORMANT
+    } else {
+        exit::CONFORMANT
+    })
 }
 
 fn explain(args: &ExplainArgs) -> Result<i32, HarnessError> {

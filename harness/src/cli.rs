@@ -125,6 +125,10 @@ pub struct SuiteArgs {
     /// Count SHOULD failures as failures (exit status 1).
     #[arg(long, env = "NOMAD_CONFORM_STRICT")]
     pub strict: bool,
+    /// A TOML list of known failures ([[known-failure]] with clause, reason and optionally
+    /// link, plugin-version and expires): their failures are shown as known and do not count.
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_KNOWN_FAILURES")]
+    pub known_failures: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -470,11 +474,22 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "RUN.json")]
     pub records: Vec<PathBuf>,
     /// Join the records of the shards of one run into one report.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "compare")]
     pub merge: bool,
+    /// What changed between two runs (BEFORE.json AFTER.json): new failures, fixed clauses,
+    /// verdicts that moved, clauses added or removed. Exit status 1 when something got worse.
+    #[arg(long)]
+    pub compare: bool,
     /// Count SHOULD failures as failures when computing the verdict and exit status.
     #[arg(long)]
     pub strict: bool,
+    /// Apply a list of known failures to the record (replacing the one the run applied).
+    #[arg(long, value_name = "FILE", env = "NOMAD_CONFORM_KNOWN_FAILURES")]
+    pub known_failures: Option<PathBuf>,
+    /// Write a list of known failures from the record: every failing clause, with the first
+    /// line of its reason.
+    #[arg(long, value_name = "FILE", conflicts_with = "compare")]
+    pub write_known_failures: Option<PathBuf>,
     #[command(flatten)]
     pub reports: ReportFiles,
 }

@@ -21,6 +21,7 @@ pub mod executable;
 pub mod explain;
 pub mod fleet;
 pub mod goversion;
+pub mod known_failures;
 pub mod kinds;
 pub mod ledger;
 pub mod loop_devices;

@@ -399,6 +399,7 @@ fn case_of(clause: &crate::clauses::Clause, verdict: Verdict, rerun: String) -> 
         events: Vec::new(),
         notes: Vec::new(),
         attachments: Vec::new(),
+        known: None,
     }
 }
 

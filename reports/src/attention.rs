@@ -1,7 +1,7 @@
 //! What needs attention after a run: every case that did not pass, in the order a reader should
 //! deal with them. The HTML report opens on this list and the console summary ends with it.
 
-use crate::model::{Case, RunRecord, Verdict};
+use crate::model::{Case, KnownStatus, RunRecord, Verdict};
 
 /// Why a case needs attention. The order of the variants is the order of the list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -18,20 +18,35 @@ pub enum Problem {
     Leaked,
     /// A SHOULD clause failed; graded as a warning unless `--strict`.
     Warning,
+    /// A clause on the list of known failures passed: the list is out of date (a failure
+    /// under `--strict`).
+    Fixed,
+    /// A failure the list of known failures expects (and the clauses it blocked): shown, not
+    /// counted against the run.
+    Known,
 }
 
 impl Problem {
-    pub const ALL: [Problem; 6] = [
+    pub const ALL: [Problem; 8] = [
         Problem::Failed,
         Problem::Blocked,
         Problem::TimedOut,
         Problem::Error,
         Problem::Leaked,
         Problem::Warning,
+        Problem::Fixed,
+        Problem::Known,
     ];
 
     /// The problem a case has, if any.
     pub fn of(case: &Case, strict: bool) -> Option<Problem> {
+        match case.known_status() {
+            Some(KnownStatus::Known) if case.verdict != Verdict::Pass => {
+                return Some(Problem::Known);
+            }
+            Some(KnownStatus::Fixed) => return Some(Problem::Fixed),
+            _ => {}
+        }
         let blocking = case.is_blocking(strict);
         match case.verdict {
             Verdict::Pass | Verdict::Skip | Verdict::Interrupted => None,
@@ -54,6 +69,8 @@ impl Problem {
             Problem::Error => "ERROR",
             Problem::Leaked => "LEAKED",
             Problem::Warning => "WARN",
+            Problem::Fixed => "FIXED",
+            Problem::Known => "KNOWN",
         }
     }
 
@@ -66,6 +83,8 @@ impl Problem {
             Problem::Error => "Errors",
             Problem::Leaked => "Leaked",
             Problem::Warning => "Warnings",
+            Problem::Fixed => "Fixed: remove from the list of known failures",
+            Problem::Known => "Known failures",
         }
     }
 
@@ -78,6 +97,8 @@ impl Problem {
             Problem::Error => "error",
             Problem::Leaked => "leaked",
             Problem::Warning => "warning",
+            Problem::Fixed => "fixed",
+            Problem::Known => "known",
         }
     }
 }
@@ -127,11 +148,12 @@ pub fn needs_attention(record: &RunRecord) -> Vec<Entry<'_>> {
     let mut blocked: Vec<&Case> = Vec::new();
     for case in &record.cases {
         match Problem::of(case, record.strict) {
-            Some(Problem::Blocked) => blocked.push(case),
+            // A blocked clause folds under its root, known or not.
+            Some(_) if case.verdict == Verdict::Blocked => blocked.push(case),
             Some(problem) => entries.push(Entry {
                 problem,
                 case,
-                reason: one_line_reason(case),
+                reason: entry_reason(case),
                 blocks: Vec::new(),
             }),
             None => {}
@@ -141,9 +163,9 @@ pub fn needs_attention(record: &RunRecord) -> Vec<Entry<'_>> {
         match root_entry(record, &entries, case) {
             Some(i) => entries[i].blocks.push(case),
             None => entries.push(Entry {
-                problem: Problem::Blocked,
+                problem: Problem::of(case, record.strict).unwrap_or(Problem::Blocked),
                 case,
-                reason: one_line_reason(case),
+                reason: entry_reason(case),
                 blocks: Vec::new(),
             }),
         }
@@ -171,10 +193,40 @@ fn root_entry(record: &RunRecord, entries: &[Entry<'_>], case: &Case) -> Option<
     None
 }
 
-/// The longest reason line shown in a list.
-const MAX_REASON_CHARS: usize = 200;
+/// Why an entry needs attention, in a line: [`one_line_reason`], with what the list of known
+/// failures says when it names the clause.
+pub fn entry_reason(case: &Case) -> String {
+    let line = one_line_reason(case);
+    let Some(known) = &case.known else {
+        return line;
+    };
+    let link = known
+        .link
+        .as_deref()
+        .map(|l| format!(" ({l})"))
+        .unwrap_or_default();
+    match known.status {
+        KnownStatus::Fixed => format!(
+            "fixed: remove it from the list of known failures (it says: {}{link})",
+            known.reason
+        ),
+        KnownStatus::Known => match &known.via {
+            Some(root) => format!("blocked by {root}, a known failure: {}{link}", known.reason),
+            None if line.is_empty() => format!("known: {}{link}", known.reason),
+            None => format!("known: {}{link}; {line}", known.reason),
+        },
+        KnownStatus::Expired => format!(
+            "the known-failure entry expired on {}; {line}",
+            known.expires.as_deref().unwrap_or("?")
+        ),
+    }
+}
 
-/// The reason of a case in one line: what was seen when the reason says (`seen: ...`),
+/// The longest reason line shown in a list.
+const MAX_REASON_CHARS: usize = 300;
+
+/// The reason of a case in one line: what was expected and what was seen when the reason says
+/// (`expected: ...; seen: ...`),
 /// otherwise its first line (with the line after it when the first one ends in a colon, as
 /// in "left behind after cleanup:"). For a blocked case, the recorder's "blocked by ..." line is
 /// left out: lists show the root clause on their own.
@@ -189,7 +241,12 @@ pub fn one_line_reason(case: &Case) -> String {
         .skip_while(|l| case.blocked_by.is_some() && l.starts_with("blocked by "))
         .collect();
     let line = match lines.iter().position(|l| l.starts_with("seen:")) {
-        Some(i) => lines[i].to_string(),
+        // What was seen, beside what was expected: "seen: exit_code 0" alone does not say
+        // what was wrong with it.
+        Some(i) => match lines[..i].iter().rev().find(|l| l.starts_with("expected:")) {
+            Some(expected) => format!("{expected}; {}", lines[i]),
+            None => lines[i].to_string(),
+        },
         None => match lines.as_slice() {
             [] => String::new(),
             [first, next, ..] if first.ends_with(':') => format!("{first} {next}"),
@@ -231,6 +288,7 @@ mod tests {
             events: Vec::new(),
             notes: Vec::new(),
             attachments: Vec::new(),
+            known: None,
         }
     }
 
@@ -291,7 +349,12 @@ mod tests {
             Verdict::Fail,
             "expected: create exits with status 0\nseen:     exit status 1 after 2ms\nreproduce:\n  env -i ./p create",
         );
-        assert_eq!(one_line_reason(&c), "seen: exit status 1 after 2ms");
+        assert_eq!(
+            one_line_reason(&c),
+            "expected: create exits with status 0; seen: exit status 1 after 2ms"
+        );
+        c.reason = Some("seen: exit_code 0\nreproduce: x".into());
+        assert_eq!(one_line_reason(&c), "seen: exit_code 0");
         c.reason = Some("\nleft behind after cleanup:\n  mount /tmp/a\n  mount /tmp/b".into());
         assert_eq!(
             one_line_reason(&c),
@@ -302,7 +365,7 @@ mod tests {
         );
         c.blocked_by = Some("DHV-CREATE-X".into());
         assert_eq!(one_line_reason(&c), "create failed: exit status 3");
-        c.reason = Some("x".repeat(300));
+        c.reason = Some("x".repeat(400));
         assert_eq!(one_line_reason(&c).chars().count(), MAX_REASON_CHARS + 1);
         c.reason = None;
         assert_eq!(one_line_reason(&c), "");

@@ -37,6 +37,9 @@ pub struct HtmlError(#[from] minijinja::Error);
 
 /// The status a case shows as, and filters by.
 fn status(case: &Case, strict: bool) -> &'static str {
+    if case.is_known() && case.verdict != Verdict::Pass {
+        return "known";
+    }
     match case.verdict {
         Verdict::Pass => "pass",
         Verdict::Skip => "skip",
@@ -78,6 +81,10 @@ struct CaseView<'a> {
     blocked_by: Option<&'a str>,
     /// Clauses this one blocked (it is their root cause).
     blocks: Vec<&'a str>,
+    /// What the list of known failures says of this clause, in a line.
+    known: Option<String>,
+    /// The entry's link, when it is a web address.
+    known_link: Option<&'a str>,
     rerun: Option<&'a str>,
     notes: &'a [String],
     steps: Vec<StepView<'a>>,
@@ -341,6 +348,12 @@ fn case_view<'a>(case: &'a Case, record: &'a RunRecord) -> CaseView<'a> {
             })
             .map(|c| c.clause.as_str())
             .collect(),
+        known: case.known.as_ref().map(|_| crate::attention::entry_reason(case)),
+        known_link: case
+            .known
+            .as_ref()
+            .and_then(|k| k.link.as_deref())
+            .filter(|l| l.starts_with("https://") || l.starts_with("http://")),
         rerun: case.rerun.as_deref(),
         notes: &case.notes,
         steps: case

@@ -16,7 +16,7 @@ use quick_junit::{
     NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite, XmlString,
 };
 
-use crate::model::{Case, RunRecord, Verdict};
+use crate::model::{Case, KnownStatus, RunRecord, Verdict};
 use crate::transcript::{attachments_transcript, case_transcript};
 
 /// The most of a text attachment's content that goes into `system-out` (the HTML and JSON
@@ -122,7 +122,11 @@ impl Part {
             (Part::Description, Verdict::Skip | Verdict::Interrupted) => {
                 Some(vec![case.reason.as_deref().unwrap_or("skipped")])
             }
-            (Part::Description, _) => Some(failure_body_parts(case)),
+            (Part::Description, _) => {
+                let mut body = known_parts(case);
+                body.extend(failure_body_parts(case));
+                Some(body)
+            }
             (Part::SystemOut, _) => None,
         }
     }
@@ -337,7 +341,25 @@ fn testcase_with<'a>(
     case: &'a Case,
     text: &mut dyn FnMut(&'a Case, Part) -> String,
 ) -> TestCase {
+    let known = case.known.as_ref().map(|k| k.status);
     let status = match case.verdict {
+        // A failure the list of known failures expects: skipped, so that CI stays green, with
+        // the list's reason.
+        v if known == Some(KnownStatus::Known) && v != Verdict::Pass => {
+            let mut s = TestCaseStatus::skipped();
+            let reason = case.known.as_ref().map_or("", |k| k.reason.as_str());
+            s.set_message(format!("known failure ({}): {}", v.as_str(), first_line(reason)));
+            s.set_description(text(case, Part::Description));
+            s
+        }
+        // On the list, but it passed: under --strict the stale entry is a failure.
+        Verdict::Pass if known == Some(KnownStatus::Fixed) && record.strict => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_type("fixed");
+            s.set_message("fixed: remove it from the list of known failures");
+            s.set_description(text(case, Part::Description));
+            s
+        }
         Verdict::Pass => TestCaseStatus::success(),
         Verdict::Skip | Verdict::Interrupted => {
             let mut s = TestCaseStatus::skipped();
@@ -359,7 +381,14 @@ fn testcase_with<'a>(
                 format!("{} (warning)", case.level.as_str())
             };
             s.set_type(v.as_str());
-            s.set_message(format!("{level}: {}", first_line(reason)));
+            match &case.known {
+                Some(k) if k.status == KnownStatus::Expired => s.set_message(format!(
+                    "{level}: the known-failure entry expired on {}: {}",
+                    k.expires.as_deref().unwrap_or("?"),
+                    first_line(reason)
+                )),
+                _ => s.set_message(format!("{level}: {}", first_line(reason))),
+            };
             s.set_description(text(case, Part::Description));
             s
         }
@@ -386,6 +415,36 @@ fn system_out(case: &Case) -> String {
         transcript.push_str(&attachments);
     }
     transcript
+}
+
+/// What the list of known failures says of a case, in pieces, before the rest of its body.
+fn known_parts(case: &Case) -> Vec<&str> {
+    let Some(k) = &case.known else {
+        return Vec::new();
+    };
+    let mut body = match k.status {
+        KnownStatus::Known => vec!["known failure: ", k.reason.as_str(), "\n"],
+        KnownStatus::Fixed => vec![
+            "fixed: remove it from the list of known failures (it says: ",
+            k.reason.as_str(),
+            ")\n",
+        ],
+        KnownStatus::Expired => vec![
+            "the known-failure entry expired on ",
+            k.expires.as_deref().unwrap_or("?"),
+            " (it said: ",
+            k.reason.as_str(),
+            ")\n",
+        ],
+    };
+    if let Some(root) = &k.via {
+        body.extend(["blocked by the known failure of ", root.as_str(), "\n"]);
+    }
+    if let Some(link) = &k.link {
+        body.extend(["link: ", link.as_str(), "\n"]);
+    }
+    body.push("\n");
+    body
 }
 
 /// The body of a failure, in pieces: the clause, its text and basis, the reason, the rerun

@@ -4,6 +4,7 @@
 //! saved as JSON can be rendered again later.
 
 pub mod attention;
+pub mod compare;
 pub mod fleet;
 pub mod html;
 pub mod json;

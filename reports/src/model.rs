@@ -131,6 +131,54 @@ pub struct Case {
     /// Artefacts the clause left for people to look at (a timeline drawing, a log).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+    /// Set when the clause is on the run's list of known failures (`--known-failures`): the
+    /// entry, and what became of it. The verdict above stays the one the run gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known: Option<KnownFailure>,
+}
+
+/// An entry of a list of known failures that names a clause of the run, and what became of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct KnownFailure {
+    /// Why the failure is known, as the list says.
+    pub reason: String,
+    /// Where it is tracked (an issue), when the list says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// The plugin versions the entry is for (a go-version constraint such as `< 2.0.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_version: Option<String>,
+    /// The last day the entry holds (`YYYY-MM-DD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
+    /// For a clause that is not on the list itself: the clause on the list whose failure
+    /// blocked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    pub status: KnownStatus,
+}
+
+/// What an entry of the list of known failures did to its clause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KnownStatus {
+    /// The clause failed as the list expects: shown as known, it does not count against the
+    /// run (JUnit `skipped`).
+    Known,
+    /// The clause passed: the list is out of date (a failure under `--strict`).
+    Fixed,
+    /// The entry expired before the run: the failure counts again.
+    Expired,
+}
+
+impl KnownStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KnownStatus::Known => "known",
+            KnownStatus::Fixed => "fixed",
+            KnownStatus::Expired => "expired",
+        }
+    }
 }
 
 /// The most content an attachment keeps (1 MiB); the rest is cut off and marked truncated.
@@ -209,8 +257,25 @@ impl Case {
     /// Whether this case counts against conformance (a MUST that failed or could not be judged
     /// because of another failure, or any such clause under `--strict`).
     pub fn is_blocking(&self, strict: bool) -> bool {
+        match self.known_status() {
+            // A failure the list of known failures expects does not count.
+            Some(KnownStatus::Known) => return false,
+            // A clause on the list that passes: the list is out of date.
+            Some(KnownStatus::Fixed) => return strict,
+            Some(KnownStatus::Expired) | None => {}
+        }
         (self.verdict.is_failure() || self.verdict == Verdict::Blocked)
             && (self.level == Level::Must || strict)
+    }
+
+    /// What the list of known failures did to this clause, if it names it.
+    pub fn known_status(&self) -> Option<KnownStatus> {
+        self.known.as_ref().map(|k| k.status)
+    }
+
+    /// A failure (or a clause it blocked) the list of known failures expects.
+    pub fn is_known(&self) -> bool {
+        self.known_status() == Some(KnownStatus::Known)
     }
 }
 
@@ -418,6 +483,8 @@ pub enum Assessment {
     Conformant,
     ConformantWithWarnings,
     NotConformant,
+    /// Every failure that counts is on the list of known failures (`--known-failures`).
+    KnownFailuresOnly,
     /// Nothing was judged, or the harness could not judge some clauses and none failed.
     Incomplete,
 }
@@ -428,6 +495,7 @@ impl Assessment {
             Assessment::Conformant => "conformant",
             Assessment::ConformantWithWarnings => "conformant with warnings",
             Assessment::NotConformant => "not conformant",
+            Assessment::KnownFailuresOnly => "conformant but for known failures",
             Assessment::Incomplete => "incomplete",
         }
     }
@@ -448,6 +516,13 @@ pub struct Tally {
     #[serde(default)]
     pub interrupted: usize,
     pub errors: usize,
+    /// Failures (and the clauses they blocked) the list of known failures expects; counted
+    /// here and nowhere else.
+    #[serde(default)]
+    pub known: usize,
+    /// Clauses on the list of known failures that passed (counted in `passed` too).
+    #[serde(default)]
+    pub fixed: usize,
 }
 
 impl RunRecord {
@@ -457,6 +532,13 @@ impl RunRecord {
             ..Tally::default()
         };
         for c in &self.cases {
+            if c.is_known() && c.verdict != Verdict::Pass {
+                t.known += 1;
+                continue;
+            }
+            if c.known_status() == Some(KnownStatus::Fixed) {
+                t.fixed += 1;
+            }
             match c.verdict {
                 Verdict::Pass => t.passed += 1,
                 Verdict::Skip => t.skipped += 1,
@@ -477,11 +559,13 @@ impl RunRecord {
             Assessment::NotConformant
         } else if t.errors > 0
             || t.blocked > 0
-            || t.passed + t.failed_should == 0
+            || t.passed + t.failed_should + t.known == 0
             || self.interrupted
         {
             // A blocked SHOULD clause: nothing failed, but not everything was judged.
             Assessment::Incomplete
+        } else if t.known > 0 {
+            Assessment::KnownFailuresOnly
         } else if t.failed_should > 0 {
             Assessment::ConformantWithWarnings
         } else {
@@ -665,6 +749,7 @@ mod tests {
             events: Vec::new(),
             notes: Vec::new(),
             attachments: Vec::new(),
+            known: None,
         };
         RunRecord::for_tests(cases.iter().map(case).collect())
     }

@@ -9,7 +9,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
 use crate::model::{
-    Attachment, Case, Environment, Excerpt, ExitStatus, HarnessInfo, OpEvent, ProfileInfo, Request,
+    Attachment, Case, Environment, Excerpt, ExitStatus, HarnessInfo, KnownFailure, OpEvent, ProfileInfo, Request,
     Response, RunRecord, StepRecord, Subject,
 };
 
@@ -204,6 +204,7 @@ impl Scrubber<'_> {
             events,
             notes,
             attachments,
+            known,
         } = c;
         self.text(clause);
         self.text(title);
@@ -227,6 +228,21 @@ impl Scrubber<'_> {
         }
         events.iter_mut().for_each(|e| self.event(e));
         self.all(notes);
+        if let Some(KnownFailure {
+            reason,
+            link,
+            plugin_version,
+            expires,
+            via,
+            status: _,
+        }) = known
+        {
+            self.text(reason);
+            self.opt(link);
+            self.opt(plugin_version);
+            self.opt(expires);
+            self.opt(via);
+        }
         for Attachment {
             title,
             media_type,

@@ -21,7 +21,9 @@ pub enum Verbosity {
 /// One line for a finished case, as printed while the run goes on.
 pub fn case_line(case: &Case, strict: bool) -> String {
     let label = match case.verdict {
+        Verdict::Pass if case.known_status() == Some(crate::model::KnownStatus::Fixed) => "FIXED",
         Verdict::Pass => "PASS",
+        _ if case.is_known() => "KNOWN",
         Verdict::Skip => "SKIP",
         Verdict::Interrupted => "STOPPED",
         Verdict::Error => "ERROR",
@@ -50,6 +52,7 @@ pub fn operation_table(record: &RunRecord) -> String {
         blocked: usize,
         skip: usize,
         error: usize,
+        known: usize,
     }
     // Rows in spec order: the order in which each operation's first clause appears.
     let mut rows: Vec<(String, Row)> = Vec::new();
@@ -65,6 +68,7 @@ pub fn operation_table(record: &RunRecord) -> String {
         let r = &mut rows[i].1;
         match c.verdict {
             Verdict::Pass => r.pass += 1,
+            _ if c.is_known() => r.known += 1,
             Verdict::Skip | Verdict::Interrupted => r.skip += 1,
             Verdict::Error => r.error += 1,
             Verdict::Blocked => r.blocked += 1,
@@ -73,16 +77,23 @@ pub fn operation_table(record: &RunRecord) -> String {
         }
     }
     let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(9).max(9);
+    // The column of known failures is there when the run has a list that names some.
+    let known = rows.iter().any(|(_, r)| r.known > 0);
     let mut out = format!(
-        "{:<width$}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}\n",
+        "{:<width$}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}",
         "operation", "passed", "failed", "warned", "blocked", "skipped", "errors"
     );
+    out.push_str(if known { "  known\n" } else { "\n" });
     for (name, r) in &rows {
-        let _ = writeln!(
+        let _ = write!(
             out,
             "{name:<width$}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}",
             r.pass, r.fail, r.warn, r.blocked, r.skip, r.error
         );
+        if known {
+            let _ = write!(out, "  {:>5}", r.known);
+        }
+        out.push('\n');
     }
     out
 }
@@ -182,6 +193,16 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
     );
     if t.interrupted > 0 {
         let _ = write!(out, ", {} interrupted", t.interrupted);
+    }
+    if t.known > 0 {
+        let _ = write!(out, ", {} known failures (not counted)", t.known);
+    }
+    if t.fixed > 0 {
+        let _ = write!(
+            out,
+            ", {} fixed (remove from the list of known failures)",
+            t.fixed
+        );
     }
     out
 }
@@ -294,6 +315,8 @@ fn attention_list(out: &mut String, problems: &[Entry<'_>]) {
                 let name = match (p, n) {
                     (Problem::Error, 1) => "error".to_string(),
                     (Problem::Warning, 1) => "warning".to_string(),
+                    (Problem::Known, 1) => "known failure".to_string(),
+                    (Problem::Fixed, _) => "fixed".to_string(),
                     _ => p.heading().to_lowercase(),
                 };
                 (n > 0).then(|| format!("{n} {name}"))

@@ -23,6 +23,7 @@ fn case(template: &Case, id: &str, level: Level, verdict: Verdict, reason: &str)
         blocked_by: None,
         rerun: Some(format!("nomad-conform dhv ./plugin --seed 7 --tags @{id}")),
         attachments: Vec::new(),
+        known: None,
         notes: Vec::new(),
         ..template.clone()
     }

@@ -75,7 +75,8 @@ fn problem_class(p: Problem) -> &'static str {
         Problem::Failed | Problem::TimedOut | Problem::Leaked => "fail",
         Problem::Blocked => "blocked",
         Problem::Error => "error",
-        Problem::Warning => "warn",
+        Problem::Warning | Problem::Fixed => "warn",
+        Problem::Known => "known",
     }
 }
 

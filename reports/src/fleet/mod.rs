@@ -150,7 +150,9 @@ impl RowStatus {
         match a {
             Assessment::NotConformant => RowStatus::NotConformant,
             Assessment::Incomplete => RowStatus::Incomplete,
-            Assessment::ConformantWithWarnings => RowStatus::Warnings,
+            Assessment::ConformantWithWarnings | Assessment::KnownFailuresOnly => {
+                RowStatus::Warnings
+            }
             Assessment::Conformant => RowStatus::Conformant,
         }
     }
@@ -379,6 +381,7 @@ mod tests {
             events: Vec::new(),
             notes: Vec::new(),
             attachments: Vec::new(),
+            known: None,
         };
         RunRecord {
             schema_version: crate::model::SCHEMA_VERSION,
