@@ -20,6 +20,8 @@ pub mod exec_signals;
 pub mod executable;
 pub mod explain;
 pub mod fleet;
+#[doc(hidden)]
+pub mod fuzz_api;
 pub mod goversion;
 pub mod known_failures;
 pub mod kinds;

@@ -32,6 +32,8 @@ mod clock;
 mod engine;
 mod error;
 mod faults;
+#[doc(hidden)]
+pub mod fuzz_api;
 mod godur;
 mod history;
 mod http;

@@ -64,6 +64,62 @@ impl Probe {
     }
 }
 
+/// The plugin capabilities a GetPluginCapabilities answer names (an expansion one recorded as
+/// VOLUME_EXPANSION_ONLINE or VOLUME_EXPANSION_OFFLINE).
+pub fn plugin_capabilities(c: &pb::GetPluginCapabilitiesResponse) -> Vec<String> {
+    c.capabilities
+        .iter()
+        .filter_map(|cap| match &cap.r#type {
+            Some(pb::plugin_capability::Type::Service(s)) => {
+                Some(s.r#type().as_str_name().to_string())
+            }
+            Some(pb::plugin_capability::Type::VolumeExpansion(e)) => {
+                Some(format!("VOLUME_EXPANSION_{}", e.r#type().as_str_name()))
+            }
+            None => None,
+        })
+        .collect()
+}
+
+/// The RPCs a ControllerGetCapabilities answer names.
+pub fn controller_capabilities(c: &pb::ControllerGetCapabilitiesResponse) -> Vec<String> {
+    c.capabilities
+        .iter()
+        .filter_map(|cap| {
+            let Some(pb::controller_service_capability::Type::Rpc(r)) = &cap.r#type else {
+                return None;
+            };
+            Some(r.r#type().as_str_name().to_string())
+        })
+        .collect()
+}
+
+/// The RPCs a GroupControllerGetCapabilities answer names.
+pub fn group_capabilities(c: &pb::GroupControllerGetCapabilitiesResponse) -> Vec<String> {
+    c.capabilities
+        .iter()
+        .filter_map(|cap| {
+            let Some(pb::group_controller_service_capability::Type::Rpc(r)) = &cap.r#type else {
+                return None;
+            };
+            Some(r.r#type().as_str_name().to_string())
+        })
+        .collect()
+}
+
+/// The RPCs a NodeGetCapabilities answer names.
+pub fn node_capabilities(c: &pb::NodeGetCapabilitiesResponse) -> Vec<String> {
+    c.capabilities
+        .iter()
+        .filter_map(|cap| {
+            let Some(pb::node_service_capability::Type::Rpc(r)) = &cap.r#type else {
+                return None;
+            };
+            Some(r.r#type().as_str_name().to_string())
+        })
+        .collect()
+}
+
 /// Ask the plugin once what it is and what it can do (Nomad's first fingerprint). `controller`
 /// is the controller plugin's connection (the same as `node` for a monolith on one socket).
 pub async fn probe(
@@ -107,22 +163,7 @@ pub async fn probe(
     )
     .await;
     match caps {
-        Some(c) => {
-            for cap in c.capabilities {
-                match cap.r#type {
-                    Some(pb::plugin_capability::Type::Service(s)) => {
-                        p.caps.plugin.insert(s.r#type().as_str_name().to_string());
-                    }
-                    // Recorded as VOLUME_EXPANSION_ONLINE / VOLUME_EXPANSION_OFFLINE.
-                    Some(pb::plugin_capability::Type::VolumeExpansion(e)) => {
-                        p.caps
-                            .plugin
-                            .insert(format!("VOLUME_EXPANSION_{}", e.r#type().as_str_name()));
-                    }
-                    None => {}
-                }
-            }
-        }
+        Some(c) => p.caps.plugin.extend(plugin_capabilities(&c)),
         None => p.failed(&rpc),
     }
     if separate_controller {
@@ -143,15 +184,7 @@ pub async fn probe(
         )
         .await;
         match caps {
-            Some(c) => {
-                for cap in c.capabilities {
-                    if let Some(pb::controller_service_capability::Type::Rpc(r)) = cap.r#type {
-                        p.caps
-                            .controller
-                            .insert(r.r#type().as_str_name().to_string());
-                    }
-                }
-            }
+            Some(c) => p.caps.controller.extend(controller_capabilities(&c)),
             None => p.failed(&rpc),
         }
     }
@@ -166,14 +199,7 @@ pub async fn probe(
         )
         .await;
         match caps {
-            Some(c) => {
-                for cap in c.capabilities {
-                    if let Some(pb::group_controller_service_capability::Type::Rpc(r)) = cap.r#type
-                    {
-                        p.caps.group.insert(r.r#type().as_str_name().to_string());
-                    }
-                }
-            }
+            Some(c) => p.caps.group.extend(group_capabilities(&c)),
             None => p.failed(&rpc),
         }
     }
@@ -191,13 +217,7 @@ pub async fn probe(
     )
     .await;
     match caps {
-        Some(c) => {
-            for cap in c.capabilities {
-                if let Some(pb::node_service_capability::Type::Rpc(r)) = cap.r#type {
-                    p.caps.node.insert(r.r#type().as_str_name().to_string());
-                }
-            }
-        }
+        Some(c) => p.caps.node.extend(node_capabilities(&c)),
         None => p.failed(&rpc),
     }
     let mut nd = node.node();

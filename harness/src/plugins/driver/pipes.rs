@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::oneshot;
@@ -167,6 +167,65 @@ fn text_of(line: &[u8]) -> String {
     String::from_utf8_lossy(line).into_owned()
 }
 
+/// Cuts stderr into the lines go-plugin's host reads (64 KiB buffer) and parses each with
+/// [`HclogParser`]: what [`read_stderr`] does with the bytes, without the pipe.
+#[derive(Debug, Default)]
+pub struct StderrLines {
+    parser: HclogParser,
+    pending: Vec<u8>,
+    /// The previous piece was cut at the buffer size: what follows belongs to it.
+    continuation: bool,
+}
+
+impl StderrLines {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Take in `chunk`; every line it completes (and every full buffer without a newline),
+    /// parsed, each timed by `at` when it is cut.
+    pub fn feed(&mut self, chunk: &[u8], mut at: impl FnMut() -> Duration) -> Vec<LogLine> {
+        self.pending.extend_from_slice(chunk);
+        let mut parsed = Vec::new();
+        loop {
+            let at = at();
+            if let Some(pos) = self.pending.iter().position(|b| *b == b'\n')
+                && pos <= LINE_BUFFER
+            {
+                let text = text_of(&self.pending[..pos]);
+                parsed.push(if self.continuation {
+                    self.parser.partial(&text, at)
+                } else {
+                    self.parser.parse(&text, at)
+                });
+                self.continuation = false;
+                self.pending.drain(..=pos);
+            } else if self.pending.len() >= LINE_BUFFER {
+                let text = String::from_utf8_lossy(&self.pending[..LINE_BUFFER]).into_owned();
+                parsed.push(self.parser.partial(&text, at));
+                self.continuation = true;
+                self.pending.drain(..LINE_BUFFER);
+            } else {
+                break;
+            }
+        }
+        parsed
+    }
+
+    /// At EOF: the last line, when it had no newline.
+    pub fn finish(&mut self, at: Duration) -> Option<LogLine> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let text = text_of(&std::mem::take(&mut self.pending));
+        Some(if self.continuation {
+            self.parser.partial(&text, at)
+        } else {
+            self.parser.parse(&text, at)
+        })
+    }
+}
+
 /// Read stderr line by line into `out.stderr` (raw) and `out.logs` (parsed), offsets from
 /// `started`.
 pub fn read_stderr<R>(mut pipe: R, out: SharedOutput, started: Instant)
@@ -174,55 +233,22 @@ where
     R: AsyncRead + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
-        let mut parser = HclogParser::new();
+        let mut lines = StderrLines::new();
         let mut buf = vec![0u8; 16 * 1024];
-        let mut pending: Vec<u8> = Vec::new();
-        // The previous piece was cut at the buffer size: what follows belongs to it.
-        let mut continuation = false;
         loop {
             let n = match pipe.read(&mut buf).await {
                 Ok(0) | Err(_) => 0,
                 Ok(n) => n,
             };
             if n == 0 {
-                if !pending.is_empty() {
-                    let at = started.elapsed();
-                    let text = text_of(&pending);
-                    let line = if continuation {
-                        parser.partial(&text, at)
-                    } else {
-                        parser.parse(&text, at)
-                    };
+                if let Some(line) = lines.finish(started.elapsed()) {
                     lock(&out).logs.push(line);
                 }
                 lock(&out).stderr_closed = true;
                 return;
             }
             lock(&out).stderr.push(&buf[..n]);
-            pending.extend_from_slice(&buf[..n]);
-            let mut parsed = Vec::new();
-            loop {
-                let at = started.elapsed();
-                if let Some(pos) = pending.iter().position(|b| *b == b'\n')
-                    && pos <= LINE_BUFFER
-                {
-                    let text = text_of(&pending[..pos]);
-                    parsed.push(if continuation {
-                        parser.partial(&text, at)
-                    } else {
-                        parser.parse(&text, at)
-                    });
-                    continuation = false;
-                    pending.drain(..=pos);
-                } else if pending.len() >= LINE_BUFFER {
-                    let text = String::from_utf8_lossy(&pending[..LINE_BUFFER]).into_owned();
-                    parsed.push(parser.partial(&text, at));
-                    continuation = true;
-                    pending.drain(..LINE_BUFFER);
-                } else {
-                    break;
-                }
-            }
+            let parsed = lines.feed(&buf[..n], || started.elapsed());
             if !parsed.is_empty() {
                 let mut o = lock(&out);
                 for l in parsed {

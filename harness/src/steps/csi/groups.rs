@@ -124,7 +124,7 @@ async fn same_group(w: &mut CsiWorld) -> StepResult {
 }
 
 /// Problems with a group snapshot of `sources`, as the spec describes one.
-fn group_problems(g: &serde_json::Value, sources: &[String]) -> Vec<String> {
+pub(crate) fn group_problems(g: &serde_json::Value, sources: &[String]) -> Vec<String> {
     let id = g
         .get("group_snapshot_id")
         .and_then(|i| i.as_str())

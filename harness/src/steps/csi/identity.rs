@@ -34,7 +34,7 @@ fn response_str(w: &CsiWorld, field: &str) -> Result<String, String> {
 }
 
 /// Domain-name style: labels of letters, digits and dashes, separated by dots.
-fn domain_style(name: &str) -> bool {
+pub(crate) fn domain_style(name: &str) -> bool {
     !name.is_empty()
         && name.split('.').all(|label| {
             !label.is_empty()
@@ -103,7 +103,7 @@ async fn probe(w: &mut CsiWorld) {
 }
 
 /// Probe's `ready`: absent means ready.
-fn ready(resp: &serde_json::Value) -> bool {
+pub(crate) fn ready(resp: &serde_json::Value) -> bool {
     !matches!(resp.get("ready"), Some(serde_json::Value::Bool(false)))
 }
 

@@ -33,6 +33,11 @@ use crate::world::{ScenarioCtx, SuiteWorld};
 
 pub use config::{Capabilities, CsiConfig};
 pub use requests::Mode;
+// The judges of plugin answers that the CSI fuzz target runs (crate::fuzz_api).
+pub(crate) use controller::nomad_compare;
+pub(crate) use groups::group_problems;
+pub(crate) use identity::{domain_style, ready};
+pub(crate) use nomad::reachable;
 
 /// The outcome of a step: `Err` carries the whole failure message.
 pub type StepResult = Result<(), String>;

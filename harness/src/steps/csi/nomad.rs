@@ -758,7 +758,7 @@ async fn restarts(w: &mut CsiWorld) -> StepResult {
 
 /// Whether a volume topology is reachable from the node's (nomad/structs/node.go, Contains):
 /// every segment of the volume's topology is one of the node's, with the same value.
-fn reachable(volume: &serde_json::Value, node: &std::collections::HashMap<String, String>) -> bool {
+pub(crate) fn reachable(volume: &serde_json::Value, node: &std::collections::HashMap<String, String>) -> bool {
     volume
         .get("segments")
         .and_then(|s| s.as_object())

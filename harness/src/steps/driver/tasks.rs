@@ -92,27 +92,8 @@ impl Shapes {
             (Some(p), _) => {
                 let text = std::fs::read_to_string(p)
                     .map_err(|e| format!("--tasks {}: {e}", p.display()))?;
-                let shapes = if p.extension().is_some_and(|e| e == "toml") {
-                    Shapes::Toml(text)
-                } else {
-                    Shapes::Hcl(text)
-                };
-                let names = shapes.names(&Placeholders::default())?;
-                if let Some(bad) = names.iter().find(|n| !SHAPES.contains(&n.as_str())) {
-                    return Err(format!(
-                        "--tasks {}: unknown shape {bad:?} (shapes: {})",
-                        p.display(),
-                        SHAPES.join(", ")
-                    ));
-                }
-                if let Some((shape, missing)) = shapes.missing_placeholders()?.into_iter().next() {
-                    return Err(format!(
-                        "--tasks {}: shape {shape:?} never uses {}: the harness puts there what it then looks for in the task's exit code, output or files, so without it every clause that reads them would blame the driver (README, `--tasks`, says what each shape does with them)",
-                        p.display(),
-                        missing.join(", ")
-                    ));
-                }
-                Ok(shapes)
+                let toml = p.extension().is_some_and(|e| e == "toml");
+                Shapes::from_text(text, toml, &p.display().to_string())
             }
             (None, Some(t)) if !t.contains("{command}") && !t.contains("{args}") => Err(format!(
                 "--task-command {t:?}: the template needs {{command}} or {{args}} (e.g. 'command = {{command}}\\nargs = {{args}}')"
@@ -120,6 +101,30 @@ impl Shapes {
             (None, Some(t)) => Ok(Shapes::Command(t.to_string())),
             (None, None) => Ok(Shapes::None),
         }
+    }
+
+    /// A `--tasks` file's text (TOML when `toml`, HCL otherwise; `shown` names the file in
+    /// messages), checked as [`Shapes::load`] checks it.
+    pub fn from_text(text: String, toml: bool, shown: &str) -> Result<Shapes, String> {
+        let shapes = if toml {
+            Shapes::Toml(text)
+        } else {
+            Shapes::Hcl(text)
+        };
+        let names = shapes.names(&Placeholders::default())?;
+        if let Some(bad) = names.iter().find(|n| !SHAPES.contains(&n.as_str())) {
+            return Err(format!(
+                "--tasks {shown}: unknown shape {bad:?} (shapes: {})",
+                SHAPES.join(", ")
+            ));
+        }
+        if let Some((shape, missing)) = shapes.missing_placeholders()?.into_iter().next() {
+            return Err(format!(
+                "--tasks {shown}: shape {shape:?} never uses {}: the harness puts there what it then looks for in the task's exit code, output or files, so without it every clause that reads them would blame the driver (README, `--tasks`, says what each shape does with them)",
+                missing.join(", ")
+            ));
+        }
+        Ok(shapes)
     }
 
     /// The placeholders each shape of a `--tasks` file needs and does not use: `exit` needs
