@@ -318,7 +318,13 @@ impl RunStore {
             reason = reason
                 .map(|r| format!("{r}\n\nnot cleaned up (the run was interrupted):\n  {list}"));
         } else if !state.leaked.is_empty() {
-            verdict.raise(Verdict::Leaked);
+            // A clause the plugin already failed keeps its own verdict, with what it left
+            // listed: what the cleanup could not undo is then often that failure's consequence
+            // (a volume deleted while published leaves its mount behind), and Leaked in its
+            // place would hide which rule was broken. Otherwise the leak is the verdict.
+            if !matches!(verdict, Verdict::Fail | Verdict::TimedOut) {
+                verdict.raise(Verdict::Leaked);
+            }
             let list = state.leaked.join("\n  ");
             let text = format!("left behind after cleanup:\n  {list}");
             reason = Some(match reason {
@@ -592,6 +598,30 @@ pub(crate) mod tests {
         assert_eq!(titles, [("timeline", MEDIA_SVG), ("log", MEDIA_TEXT)]);
         assert_eq!(case.attachments[1].content, "line 1\n");
         assert_eq!(case.attachments[1].total_bytes, 7);
+    }
+
+    /// What a clause's cleanup could not undo makes a passing clause Leaked, but a clause the
+    /// plugin already failed keeps Fail, with the leak listed: the leak is then often that
+    /// failure's consequence (a volume deleted while published leaves its mount).
+    #[test]
+    fn a_leak_does_not_replace_the_clauses_own_failure() {
+        for (failed, want) in [(true, Verdict::Fail), (false, Verdict::Leaked)] {
+            let (store, key) = store_with_one_clause();
+            let handle = store.case(&key);
+            lock(&handle).leaked.push("/x was still mounted".into());
+            store.with_flight(&key, SystemTime::now(), |f| {
+                f.state = handle.clone();
+                if failed {
+                    f.failure = Some("expected: refused\nseen: deleted".into());
+                }
+            });
+            store.finalize(&key, SystemTime::now(), None, false);
+            let case = &store.cases()[0];
+            assert_eq!(case.verdict, want);
+            let reason = case.reason.as_deref().unwrap_or_default();
+            assert!(reason.contains("/x was still mounted"), "{reason}");
+            assert_eq!(reason.contains("seen: deleted"), failed, "{reason}");
+        }
     }
 
     #[test]

@@ -53,6 +53,41 @@ Feature: identity
     When the harness calls GetPluginCapabilities
     Then the call succeeds
 
+  @CSI-IDENTITY-MONOLITH-CONTROLLER @must @requires-monolith-chosen
+  Scenario: a monolith plugin offers the controller service
+    Run as a monolith (--plugin-type monolith, as a job's csi_plugin block says type =
+    "monolith"), the plugin is its own controller: GetPluginCapabilities must advertise
+    CONTROLLER_SERVICE. Without it every controller clause would be skipped and the run would
+    judge a node plugin.
+
+    Basis: Nomad client/pluginmanager/csimanager/fingerprint.go (buildBasicFingerprint): only
+    CONTROLLER_SERVICE sets RequiresControllerPlugin, and without it nomad/csi_endpoint.go
+    (Create) refuses `nomad volume create` ("plugin has no controller") and
+    nomad/csi_endpoint.go (controllerPublishVolume, controllerUnpublishVolume) never attaches or
+    detaches a volume, so a monolith without it can neither create its volumes nor attach them
+    for a claim; CSI spec v1.12, GetPluginCapabilities: CONTROLLER_SERVICE is how a plugin says
+    it provides the Controller service.
+
+    Given Nomad has found the plugin ready
+    When the harness calls GetPluginCapabilities
+    Then the plugin advertises CONTROLLER_SERVICE, as the monolith it was run as
+
+  @CSI-IDENTITY-MONOLITH-ASSUMED @should @requires-monolith-assumed
+  Scenario: a plugin judged as a monolith by default offers the controller service
+    Run without --plugin-type, the plugin is judged as a monolith. One that does not advertise
+    CONTROLLER_SERVICE is a node plugin or a broken monolith, and the run cannot tell which:
+    every controller clause is skipped. A warning, so that the run's verdict does not rest on a
+    guess: say --plugin-type node (with --volume) or --plugin-type monolith.
+
+    Basis: Nomad client/pluginmanager/csimanager/fingerprint.go (buildBasicFingerprint): only
+    CONTROLLER_SERVICE sets RequiresControllerPlugin, and without it nomad/csi_endpoint.go
+    (Create) refuses `nomad volume create` ("plugin has no controller"); the job's csi_plugin
+    block says which type the plugin is, and the run was not told.
+
+    Given Nomad has found the plugin ready
+    When the harness calls GetPluginCapabilities
+    Then the plugin advertises CONTROLLER_SERVICE, as the monolith it was run as
+
   @CSI-IDENTITY-PROBE @must
   Scenario: Probe reports a healthy plugin
     Probe must succeed; "ready" absent or true means ready. Nomad marks a plugin whose Probe

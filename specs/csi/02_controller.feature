@@ -75,6 +75,22 @@ Feature: controller
     Then the call succeeds
     And the volume's capacity lies within the requested range
 
+  @CSI-CONTROLLER-CREATE-BAD-RANGE @should @requires-CREATE_DELETE_VOLUME
+  Scenario: CreateVolume with limit_bytes below required_bytes is refused
+    No volume is at least required_bytes and at most a smaller limit_bytes: the plugin should
+    refuse, with INVALID_ARGUMENT or OUT_OF_RANGE, rather than make a volume that breaks one bound.
+    A SHOULD: Nomad refuses such a range itself and never sends it.
+
+    Basis: CSI spec v1.12, CapacityRange: the volume MUST be at least required_bytes and MUST NOT
+    be bigger than limit_bytes, so no answer but a refusal keeps both; CreateVolume Errors:
+    "Unsupported capacity_range", 11 OUT_OF_RANGE, and Error Scheme: an invalid field, 3
+    INVALID_ARGUMENT. Nomad plugins/csi/plugin.go (ControllerCreateVolumeRequest.Validate, called
+    by plugins/csi/client.go ControllerCreateVolume) refuses "LimitBytes cannot be less than
+    RequiredBytes" before any call, so only other callers ever send it.
+
+    When the harness creates a volume with limit_bytes below required_bytes
+    Then the call fails with INVALID_ARGUMENT or OUT_OF_RANGE
+
   @CSI-CONTROLLER-CREATE-IDEMPOTENT @must @requires-CREATE_DELETE_VOLUME
   Scenario: CreateVolume with an existing name and the same capacity returns the same volume
     CreateVolume must be idempotent: the CO retries it after any failure or timeout.
@@ -235,20 +251,27 @@ Feature: controller
     Then the call fails with INVALID_ARGUMENT
 
   @CSI-CONTROLLER-VALIDATE @must @requires-volume @reads-shared-volume
-  Scenario: ValidateVolumeCapabilities confirms the capabilities a volume was created with
-    Nomad calls it when a volume is registered: when the plugin confirms capabilities, each one
-    Nomad asked for must be among them (its access mode, block or mount, fs_type, and every mount
-    flag); capabilities confirmed beside it do not matter.
+  Scenario: ValidateVolumeCapabilities confirms every capability asked for, or none
+    Nomad calls it when a volume is registered, with every capability block of the volume
+    specification in one request. The harness asks with two, as a specification of a volume that
+    one allocation writes and others read has them: the volume's own capability and its
+    reader-only twin (single-node-reader-only, or multi-node-reader-only for a multi-node volume),
+    with the same access type and mount options. A plugin may confirm none of them (with a
+    message); when it confirms, each one asked for must be among the confirmed ones (its access
+    mode, block or mount, fs_type, and every mount flag). A plugin that confirms only the first
+    breaks `nomad volume register`.
 
     Basis: CSI spec v1.12, ValidateVolumeCapabilities: a Controller Plugin MUST implement it, and
     SHALL set confirmed only if every requested capability is supported (confirmed itself is
-    OPTIONAL); Nomad nomad/csi_endpoint.go (controllerValidateVolume): an error fails `nomad volume
-    register`, while plugins/csi/client.go (ControllerValidateCapabilities, compareCapabilities)
+    OPTIONAL); Nomad nomad/csi_endpoint.go (controllerValidateVolume) sends the volume's
+    RequestedCapabilities, every capability block, in one request (client/structs/csi.go,
+    ClientCSIControllerValidateVolumeRequest.ToCSIRequest), an error fails `nomad volume
+    register`, and plugins/csi/client.go (ControllerValidateCapabilities, compareCapabilities)
     accepts a reply without confirmed and otherwise needs each requested capability matched by one
     confirmed capability, failing when none matches and one differs.
 
     Given a volume, shared by the clauses that only read it
-    When the harness validates the volume's own capabilities
+    When the harness validates the volume's capabilities, all of them at once
     Then the call succeeds
     And any confirmed capabilities are the ones asked for
 
@@ -367,8 +390,33 @@ Feature: controller
     When the harness unpublishes the volume from the node
     Then the call succeeds or fails with NOT_FOUND
 
-  @CSI-CONTROLLER-LIST @must @requires-LIST_VOLUMES @requires-CREATE_DELETE_VOLUME
+  @CSI-CONTROLLER-UNPUBLISH-FREES @must @requires-PUBLISH_UNPUBLISH_VOLUME @requires-CREATE_DELETE_VOLUME @requires-max-volumes @attaches-all
+  Scenario: ControllerUnpublishVolume frees the node's attachment
+    Holding every attachment of the node, so that nothing else is attached meanwhile, the harness
+    publishes one volume to the node and unpublishes it again, one time more than the node's
+    max_volumes_per_node. Every call must succeed: a volume that was unpublished no longer counts
+    against the node's limit. (It creates its volume: a clause holding the whole node cannot wait
+    for one of --volume, which a clause waiting for the node may hold.)
+
+    Basis: CSI spec v1.12, ControllerUnpublishVolume: it is the reverse operation of
+    ControllerPublishVolume, and NodeGetInfo: max_volumes_per_node is how many volumes the
+    controller can publish to the node, so a refusal with RESOURCE_EXHAUSTED while one volume at a
+    time is published counts attachments that were undone; Nomad
+    scheduler/feasible/feasible.go (CSIVolumeChecker.isFeasible) counts a node's volumes from its
+    own claims, so after releases it keeps placing claims on the node, and each
+    ControllerPublishVolume the plugin refuses fails its allocation in
+    client/allocrunner/csi_hook.go (Prerun), for as long as the plugin runs.
+
+    Given the plugin has created a volume
+    When the harness publishes the volume to the node and unpublishes it, once more than the node's limit
+    Then every publish and unpublish succeeds
+
+  @CSI-CONTROLLER-LIST @must @requires-LIST_VOLUMES @requires-CREATE_DELETE_VOLUME @serial
   Scenario: ListVolumes shows new volumes and not deleted ones
+    Run alone, so that no other clause makes or deletes a volume during the listing: the list must
+    hold this clause's volume and every other volume the run made and has not asked to delete,
+    wherever the plugin puts them on its pages; after the delete it must not hold the deleted one.
+
     Basis: CSI spec v1.12, ListVolumes: the plugin SHALL return every volume it knows about, and a
     deleted volume is no longer one. The level rests on the spec alone: Nomad lists a plugin's
     volumes only to show them to the operator (nomad/csi_endpoint.go, ListExternal); no claim

@@ -119,6 +119,35 @@ Feature: node
     When the harness unstages the volume
     Then the call succeeds or fails with NOT_FOUND
 
+  @CSI-NODE-STAGE-UNKNOWN @should @requires-node-STAGE_UNSTAGE_VOLUME
+  Scenario: NodeStageVolume of a volume that does not exist is refused with NOT_FOUND
+    The spec's code for a volume that does not exist is NOT_FOUND. A SHOULD: Nomad fails the claim
+    on any error here, and never sends this request to a plugin whose controller publishes (the
+    controller's NOT_FOUND comes first), so the answer changes only the words an operator reads.
+
+    Basis: CSI spec v1.12, NodeStageVolume Errors: "Volume does not exist", 5 NOT_FOUND; Nomad
+    plugins/csi/client.go (NodeStageVolume) only rewords NOT_FOUND ("volume could not be found")
+    and client/allocrunner/csi_hook.go (Prerun) fails the allocation on any error, so nothing in
+    Nomad depends on the code.
+
+    When the harness stages a volume that does not exist
+    Then the call fails with NOT_FOUND
+
+  @CSI-NODE-UNSTAGE-UNKNOWN @must @requires-node-STAGE_UNSTAGE_VOLUME
+  Scenario: NodeUnstageVolume of a volume that does not exist succeeds or reports NOT_FOUND
+    A release whose volume is already gone (deleted out of band, or forgotten by the plugin) must
+    get OK or NOT_FOUND, both of which Nomad takes as done.
+
+    Basis: CSI spec v1.12, NodeUnstageVolume Errors: "Volume does not exist", 5 NOT_FOUND, and
+    NodeUnstageVolume: a volume not staged gets OK; Nomad plugins/csi/client.go
+    (NodeUnstageVolume) ignores NOT_FOUND as already done, while
+    client/pluginmanager/csimanager/volume.go (unstageVolume, unmountVolumeImpl) fails the release
+    on any other error, which client/allocrunner/csi_hook.go (unmountWithRetry) retries for up to
+    24 hours, keeping the claim.
+
+    When the harness unstages a volume that does not exist
+    Then the call succeeds or fails with NOT_FOUND
+
   @CSI-NODE-PUBLISH-NO-VOLUME-ID @must
   Scenario: NodePublishVolume without a volume ID is refused
     Basis: CSI spec v1.12, Error Scheme: a request missing a REQUIRED field MUST be refused with
@@ -303,6 +332,20 @@ Feature: node
 
     Given a volume, shared by the clauses that only read it
     When the harness unpublishes the volume for an allocation
+    Then the call succeeds or fails with NOT_FOUND
+
+  @CSI-NODE-UNPUBLISH-UNKNOWN @must
+  Scenario: NodeUnpublishVolume of a volume that does not exist succeeds or reports NOT_FOUND
+    A release whose volume is already gone (deleted out of band, or forgotten by the plugin), at a
+    target path that no longer exists, must get OK or NOT_FOUND, both of which Nomad takes as done.
+
+    Basis: CSI spec v1.12, NodeUnpublishVolume Errors: "Volume does not exist", 5 NOT_FOUND;
+    Nomad plugins/csi/client.go (NodeUnpublishVolume) ignores NOT_FOUND as already done, while
+    client/pluginmanager/csimanager/volume.go (unpublishVolume) returns any other error when the
+    host target path is already gone, and client/allocrunner/csi_hook.go (unmountWithRetry)
+    retries the release for up to 24 hours instead of treating it as done.
+
+    When the harness unpublishes a volume that does not exist
     Then the call succeeds or fails with NOT_FOUND
 
   @CSI-NODE-STATS-NO-VOLUME-ID @must @requires-node-GET_VOLUME_STATS

@@ -92,8 +92,12 @@ Feature: snapshots
     When the harness deletes a snapshot that does not exist
     Then the call succeeds
 
-  @CSI-SNAPSHOT-LIST @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME
+  @CSI-SNAPSHOT-LIST @must @requires-LIST_SNAPSHOTS @requires-CREATE_DELETE_SNAPSHOT @requires-CREATE_DELETE_VOLUME @serial
   Scenario: ListSnapshots shows new snapshots
+    Run alone, so that no other clause cuts or deletes a snapshot during the listing: the list must
+    hold this clause's snapshot and every other snapshot the run cut and has not asked to delete,
+    wherever the plugin puts them.
+
     Basis: CSI spec v1.12, ListSnapshots: the plugin SHALL return every snapshot on the storage
     system within the request's parameters, however it was created; Nomad nomad/csi_endpoint.go
     (ListSnapshots) lists them, unfiltered, for `nomad volume snapshot list`. The level rests on the

@@ -241,19 +241,21 @@ Feature: nomad
     Given a volume, shared by the clauses that only read it
     Then the volume's topology, if it reports one, is reachable from the node's topology
 
-  @CSI-NOMAD-DELETE-IN-USE @must @requires-node @requires-CREATE_DELETE_VOLUME @requires-PUBLISH_UNPUBLISH_VOLUME
+  @CSI-NOMAD-DELETE-IN-USE @should @requires-node @requires-CREATE_DELETE_VOLUME @requires-PUBLISH_UNPUBLISH_VOLUME
   Scenario: DeleteVolume of a volume in use is refused
     `nomad volume delete` calls DeleteVolume before Nomad's own check that the volume is in use,
     so the plugin's refusal is all that keeps a running allocation's data: a claimed volume (the
-    controller published it to the node) must get FAILED_PRECONDITION, and the allocation must
-    still have its data.
+    controller published it to the node) should get FAILED_PRECONDITION, and the allocation
+    should still have its data.
 
-    Basis: Nomad nomad/csi_endpoint.go (Delete, deleteVolume): DeleteVolume goes to the plugin
-    first, and only then does the deregistration refuse a volume with claims, so a plugin that
-    deletes it destroys the data of a running allocation while Nomad keeps the volume registered
-    and claimed; CSI spec v1.12, DeleteVolume Errors: a volume that cannot be deleted because it
-    is in use MUST get FAILED_PRECONDITION. A controller with PUBLISH_UNPUBLISH_VOLUME knows the
-    volume is published; one without it cannot know, and is not asked.
+    Basis: CSI spec v1.12, DeleteVolume Errors: FAILED_PRECONDITION is the code for a volume that
+    cannot be deleted because it is in use, but nothing in the spec requires a plugin to refuse
+    one, hence SHOULD; Nomad nomad/csi_endpoint.go (Delete, deleteVolume): DeleteVolume goes to
+    the plugin first, and only then does the deregistration refuse a volume with claims, so a
+    plugin that deletes it destroys the data of a running allocation while Nomad keeps the volume
+    registered and claimed, and the release that follows finds no volume to unpublish. A
+    controller with PUBLISH_UNPUBLISH_VOLUME knows the volume is published; one without it cannot
+    know, and is not asked.
 
     Given the plugin has created a volume
     And Nomad has claimed the volume for an allocation

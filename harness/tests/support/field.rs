@@ -147,3 +147,16 @@ impl Ledger {
         out
     }
 }
+
+/// Whether `verdict` is one of the words a ledger may use.
+pub fn known_verdict(verdict: &str) -> bool {
+    ["fail", "skip", "blocked"].contains(&verdict)
+}
+
+/// Where the field plugins the test set-up installs live: `$NOMAD_CONFORM_FIELD_DIR`, or
+/// `target/field` of the workspace (scripts/deps.sh, ensure_field_plugins).
+pub fn field_dir() -> PathBuf {
+    std::env::var_os("NOMAD_CONFORM_FIELD_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| super::root().join("target/field"))
+}

@@ -107,8 +107,8 @@ pub fn fixture_dirs(kind: &str) -> BTreeSet<String> {
 }
 
 /// Run nomad-conform with `args` from `dir`, writing JSON and JUnit, and compare every verdict
-/// with `expect`; panics listing every mismatch.
-pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) {
+/// with `expect`; panics listing every mismatch. Returns the run's record.
+pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) -> RunRecord {
     // A variant is a plugin that is right in a way the reference is not: it must conform.
     let variant = dir
         .file_name()
@@ -229,6 +229,7 @@ pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) 
         problems.len(),
         problems.join("\n")
     );
+    record
 }
 
 /// The MUST clauses of a suite that no fixture names in its `fail` list.

@@ -101,10 +101,12 @@ pub fn above_maximum(plugin: &Plugin, required: i64) -> Result<(), Status> {
 
 /// The controller RPCs this plugin implements. VOLUME_CONDITION is not among them; neither is
 /// SINGLE_NODE_MULTI_WRITER (see `rpc::parse_capability`). register-only: no
-/// CREATE_DELETE_VOLUME (nor CLONE_VOLUME, which creates); capacity-unknown: no EXPAND_VOLUME.
+/// CREATE_DELETE_VOLUME (nor CLONE_VOLUME, which creates); capacity-unknown: no EXPAND_VOLUME; no-publish-readonly: no
+/// PUBLISH_READONLY.
 fn controller_capabilities(plugin: &Plugin) -> Vec<ControllerServiceCapability> {
     let register_only = plugin.variants.has(Variant::RegisterOnly);
     let capacity_unknown = plugin.variants.has(Variant::CapacityUnknown);
+    let no_publish_readonly = plugin.variants.has(Variant::NoPublishReadonly);
     [
         RpcType::CreateDeleteVolume,
         RpcType::PublishUnpublishVolume,
@@ -123,7 +125,8 @@ fn controller_capabilities(plugin: &Plugin) -> Vec<ControllerServiceCapability> 
     .into_iter()
     .filter(|rpc| {
         !(register_only && matches!(rpc, RpcType::CreateDeleteVolume | RpcType::CloneVolume)
-            || capacity_unknown && *rpc == RpcType::ExpandVolume)
+            || capacity_unknown && *rpc == RpcType::ExpandVolume
+            || no_publish_readonly && *rpc == RpcType::PublishReadonly)
     })
     .map(|rpc| ControllerServiceCapability {
         r#type: Some(controller_service_capability::Type::Rpc(Rpc {

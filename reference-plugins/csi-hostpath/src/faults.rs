@@ -91,6 +91,12 @@ pub enum Fault {
     TopologyElsewhere,
     ReadonlyBesideWriterWritable,
     ProbeFailsAfterStart,
+    NodeUnknownInternal,
+    ValidateConfirmsFirstOnly,
+    UnpublishKeepsAttachment,
+    ListDropsLastVolume,
+    CreateAcceptsBadRange,
+    NoControllerService,
 }
 
 impl Fault {
@@ -544,6 +550,36 @@ const TABLE: &[(Fault, &str, &str)] = &[
         Fault::ProbeFailsAfterStart,
         "probe-fails-after-start",
         "Probe reports ready once (Nomad registers the plugin), then fails with FAILED_PRECONDITION on every later call",
+    ),
+    (
+        Fault::NodeUnknownInternal,
+        "node-unknown-internal",
+        "NodeStageVolume, NodeUnstageVolume and NodeUnpublishVolume of a volume that does not exist fail with INTERNAL instead of NOT_FOUND",
+    ),
+    (
+        Fault::ValidateConfirmsFirstOnly,
+        "validate-confirms-first-only",
+        "ValidateVolumeCapabilities asked about several capabilities confirms only the first",
+    ),
+    (
+        Fault::UnpublishKeepsAttachment,
+        "unpublish-keeps-attachment",
+        "ControllerUnpublishVolume answers OK but the node's attachment is never freed: it still counts against --max-volumes-per-node",
+    ),
+    (
+        Fault::ListDropsLastVolume,
+        "list-drops-last-volume",
+        "ListVolumes leaves out the last volume (by ID) of the whole listing",
+    ),
+    (
+        Fault::CreateAcceptsBadRange,
+        "create-accepts-bad-range",
+        "CreateVolume with limit_bytes below required_bytes creates a volume of required_bytes instead of refusing",
+    ),
+    (
+        Fault::NoControllerService,
+        "no-controller-service",
+        "GetPluginCapabilities advertises neither CONTROLLER_SERVICE nor GROUP_CONTROLLER_SERVICE, though both are served: run as a monolith, the plugin cannot create or attach volumes under Nomad",
     ),
 ];
 

@@ -83,10 +83,15 @@ fn plugin_capabilities(plugin: &Plugin) -> Vec<PluginCapability> {
             },
         )),
     };
-    let mut capabilities = vec![
-        serves(service::Type::ControllerService),
-        serves(service::Type::GroupControllerService),
-    ];
+    // no-controller-service: the controller is served, but not advertised.
+    let mut capabilities = if plugin.faults.has(Fault::NoControllerService) {
+        Vec::new()
+    } else {
+        vec![
+            serves(service::Type::ControllerService),
+            serves(service::Type::GroupControllerService),
+        ]
+    };
     // capacity-unknown: nothing to grow.
     if !plugin.variants.has(Variant::CapacityUnknown) {
         capabilities.push(PluginCapability {

@@ -57,6 +57,20 @@ impl NodeService {
             .ok_or_else(|| Status::not_found(format!("volume {id:?} does not exist")))
     }
 
+    /// The volume a stage, unstage or unpublish names, or NOT_FOUND (node-unknown-internal:
+    /// INTERNAL, which Nomad does not take as done on a release).
+    fn named_volume(&self, id: &str) -> Result<Volume, Status> {
+        self.volume(id).map_err(|status| {
+            if self.plugin.faults.has(Fault::NodeUnknownInternal) {
+                Status::internal(format!(
+                    "failed to look up volume {id:?} (node-unknown-internal fault)"
+                ))
+            } else {
+                status
+            }
+        })
+    }
+
     async fn handle_stage(
         &self,
         req: NodeStageVolumeRequest,
@@ -74,7 +88,7 @@ impl NodeService {
             rpc::required_capability(faults, &req.volume_capability, "volume_capability")?;
         plugin.needs_secrets(&req.secrets, "NodeStageVolume")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
-        let volume = self.volume(id)?;
+        let volume = self.named_volume(id)?;
         // A capability of the other access type: the spec's NodeStageVolume table, "Exceeds
         // capabilities" (capabilities not supported by the volume), 9 FAILED_PRECONDITION.
         if let Some(message) = rpc::access_type_mismatch(id, volume.access_type, &capability) {
@@ -165,7 +179,12 @@ impl NodeService {
         rpc::require(&plugin.faults, id, "volume_id")?;
         rpc::require(&plugin.faults, path, "staging_target_path")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
-        let volume = self.volume(id)?;
+        // release-unknown-ok: a volume this node does not know is not staged or published here
+        // either: nothing to undo.
+        if plugin.variants.has(Variant::ReleaseUnknownOk) && self.volume(id).is_err() {
+            return Ok(Default::default());
+        }
+        let volume = self.named_volume(id)?;
         let volume_dir = plugin.storage.volume_dir(id);
 
         let recorded = plugin.store.read(|s| {
@@ -408,7 +427,12 @@ impl NodeService {
         rpc::require(faults, id, "volume_id")?;
         rpc::require(faults, target, "target_path")?;
         let _lock = plugin.locks.lock(LockKey::Volume(id)).await;
-        let volume = self.volume(id)?;
+        // release-unknown-ok: a volume this node does not know is not staged or published here
+        // either: nothing to undo.
+        if plugin.variants.has(Variant::ReleaseUnknownOk) && self.volume(id).is_err() {
+            return Ok(Default::default());
+        }
+        let volume = self.named_volume(id)?;
         let volume_dir = plugin.storage.volume_dir(id);
 
         let recorded = plugin.store.read(|s| {

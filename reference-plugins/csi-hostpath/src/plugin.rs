@@ -49,6 +49,8 @@ pub struct Plugin {
     pub locks: Locks,
     /// When the plugin started (slow-start counts from here).
     pub started: Instant,
+    /// unpublish-keeps-attachment: attachments ControllerUnpublishVolume never freed.
+    pub leaked_attachments: std::sync::atomic::AtomicI64,
 }
 
 impl Plugin {
@@ -67,6 +69,7 @@ impl Plugin {
             storage,
             locks: Locks::default(),
             started: Instant::now(),
+            leaked_attachments: Default::default(),
         })
     }
 

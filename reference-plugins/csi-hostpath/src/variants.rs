@@ -30,6 +30,9 @@ pub enum Variant {
     SlowStart,
     Topology,
     RegisterOnly,
+    NoPublishReadonly,
+    ReleaseUnknownOk,
+    BadRangeOutOfRange,
 }
 
 impl Variant {
@@ -51,6 +54,9 @@ impl Variant {
         Variant::SlowStart,
         Variant::Topology,
         Variant::RegisterOnly,
+        Variant::NoPublishReadonly,
+        Variant::ReleaseUnknownOk,
+        Variant::BadRangeOutOfRange,
     ];
 
     /// The name used on the command line.
@@ -72,6 +78,9 @@ impl Variant {
             Variant::SlowStart => "slow-start",
             Variant::Topology => "topology",
             Variant::RegisterOnly => "register-only",
+            Variant::NoPublishReadonly => "no-publish-readonly",
+            Variant::ReleaseUnknownOk => "release-unknown-ok",
+            Variant::BadRangeOutOfRange => "bad-range-out-of-range",
         }
     }
 
@@ -135,6 +144,15 @@ impl Variant {
             }
             Variant::RegisterOnly => {
                 "no CREATE_DELETE_VOLUME (CreateVolume and DeleteVolume are UNIMPLEMENTED): volumes exist beforehand (--preset-volume) and are registered, then published through the controller"
+            }
+            Variant::NoPublishReadonly => {
+                "no PUBLISH_READONLY: a ControllerPublishVolume with readonly = true for a volume already published read-write to the node is ALREADY_EXISTS (incompatible readonly flag), as kubernetes-csi's hostpath driver answers it"
+            }
+            Variant::ReleaseUnknownOk => {
+                "NodeUnstageVolume and NodeUnpublishVolume of a volume that does not exist answer OK (nothing of it is staged or published there), not NOT_FOUND"
+            }
+            Variant::BadRangeOutOfRange => {
+                "CreateVolume with limit_bytes below required_bytes is OUT_OF_RANGE (the spec's \"Unsupported capacity_range\"), not INVALID_ARGUMENT"
             }
         }
     }

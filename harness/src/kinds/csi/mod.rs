@@ -206,6 +206,7 @@ impl Suite for CsiSuite<'_> {
         }
         let facts = skips::RunFacts {
             plugin_type,
+            plugin_type_given: opts.plugin_type.is_some(),
             launched: launcher.is_some(),
             mutable_parameters: input.mutable_parameters.is_some(),
             user_volumes: !input.user_volumes.is_empty(),
@@ -214,10 +215,18 @@ impl Suite for CsiSuite<'_> {
         // A plugin that never became ready is never registered: what the capability probe then
         // saw is no reason to skip anything, and every clause that needs a registered plugin is
         // Blocked by CSI-IDENTITY-PROBE-READY-IN-TIME instead.
+        let mut skipped_for_controller = 0;
         if readiness.ready() {
             for (key, reason) in skips::skips(clauses, selection, &probe, facts) {
+                if reason.contains("CONTROLLER_SERVICE") {
+                    skipped_for_controller += 1;
+                }
                 selection.skip(&key, reason);
             }
+        }
+        let assumed = assumed_type(opts, plugin_type, &probe, skipped_for_controller);
+        if let Some(a) = &assumed {
+            eprintln!("warning: {a}");
         }
         let about = format!(
             "{} {} at {}",
@@ -229,7 +238,7 @@ impl Suite for CsiSuite<'_> {
             probe.version.as_deref().unwrap_or("(no version)"),
             node_socket.display(),
         );
-        let subject = subject(
+        let mut subject = subject(
             opts,
             &node_socket,
             &probe,
@@ -237,6 +246,13 @@ impl Suite for CsiSuite<'_> {
             &launcher,
             &readiness,
         );
+        if let Some(a) = assumed {
+            subject.details.insert(
+                "plugin_type".into(),
+                format!("{} (assumed: no --plugin-type given)", plugin_type.as_str()),
+            );
+            subject.details.insert("plugin_type_assumed".into(), a);
+        }
         let Input {
             volume_size,
             volume_parameters,
@@ -254,6 +270,7 @@ impl Suite for CsiSuite<'_> {
                 launcher,
                 caps: probe.caps.clone(),
                 plugin_type,
+                plugin_type_given: opts.plugin_type.is_some(),
                 node_id,
                 node_probed: probe.node_probed,
                 max_volumes_per_node: probe.max_volumes,
@@ -272,6 +289,13 @@ impl Suite for CsiSuite<'_> {
                 idempotency_count: opts.idempotency_count,
                 mount_dir: opts.mount_dir.clone(),
                 shares: Shares::for_selection(clauses, selection),
+                known_volumes: Default::default(),
+                known_snapshots: Default::default(),
+                judged: selection
+                    .run
+                    .iter()
+                    .filter_map(|k| clauses.get(k).map(|c| c.id.clone()))
+                    .collect(),
             },
             subject,
             about,
@@ -300,6 +324,34 @@ impl Suite for CsiSuite<'_> {
             }
         }
     }
+}
+
+/// When the user gave no `--plugin-type`: which type the run assumed, and what that cost, in
+/// one sentence for the console and the top of every report.
+fn assumed_type(
+    opts: &CsiArgs,
+    plugin_type: PluginType,
+    probe: &probe::Probe,
+    skipped_for_controller: usize,
+) -> Option<String> {
+    if opts.plugin_type.is_some() {
+        return None;
+    }
+    let why = match plugin_type {
+        PluginType::Controller => "--controller-endpoint alone",
+        _ => "the default",
+    };
+    let mut text = format!(
+        "no --plugin-type given: the plugin is judged as a {} plugin ({why}), as if its job's csi_plugin block said type = \"{}\"",
+        plugin_type.as_str(),
+        plugin_type.as_str()
+    );
+    if plugin_type == PluginType::Monolith && !probe.caps.plugin.contains("CONTROLLER_SERVICE") {
+        text.push_str(&format!(
+            "; it does not advertise CONTROLLER_SERVICE, so {skipped_for_controller} clauses that need the controller service were skipped and the run judged it as a node plugin would be judged. Say --plugin-type node (with --volume) for a node plugin, or --plugin-type monolith to hold it to a monolith's contract"
+        ));
+    }
+    Some(text)
 }
 
 /// What the user gave, read and checked before anything starts (exit 2 on bad input).

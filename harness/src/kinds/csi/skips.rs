@@ -17,6 +17,8 @@ use super::probe::Probe;
 #[derive(Clone, Copy, Debug)]
 pub struct RunFacts {
     pub plugin_type: PluginType,
+    /// The user said which type the plugin is (`--plugin-type`); otherwise it was assumed.
+    pub plugin_type_given: bool,
     pub launched: bool,
     pub mutable_parameters: bool,
     /// The run was given volumes to claim (`--volume`): node-only runs, and plugins whose
@@ -35,7 +37,29 @@ fn reason(tag: &str, probe: &Probe, facts: RunFacts) -> Option<String> {
     let node_only = facts.plugin_type == PluginType::Node;
     let controller_only = facts.plugin_type == PluginType::Controller;
     let missing = |what: String| Some(format!("the plugin does not advertise {what}"));
+    let monolith = facts.plugin_type == PluginType::Monolith;
+    // A monolith that offers no controller: what a controller capability or a created volume
+    // would need is that service, not the capability itself.
+    let no_controller = !node_only && !probe.caps.plugin.contains("CONTROLLER_SERVICE");
+    const NO_CONTROLLER: &str =
+        "the plugin does not advertise the CONTROLLER_SERVICE plugin capability";
     match need {
+        "monolith-chosen" if !monolith => Some(format!(
+            "the plugin is run as a {} plugin: Nomad needs the controller service only of monoliths and controller plugins",
+            facts.plugin_type.as_str()
+        )),
+        "monolith-chosen" if !facts.plugin_type_given => Some(
+            "no --plugin-type given: the plugin is judged as a monolith by default, and CSI-IDENTITY-MONOLITH-ASSUMED judges that guess".into(),
+        ),
+        "monolith-assumed" if facts.plugin_type_given => Some(format!(
+            "--plugin-type {} was given: the run judges the type the user chose",
+            facts.plugin_type.as_str()
+        )),
+        "monolith-assumed" if !monolith => Some(format!(
+            "judged as a {} plugin, from the sockets given",
+            facts.plugin_type.as_str()
+        )),
+        "monolith-chosen" | "monolith-assumed" => None,
         "node" if controller_only => Some(CONTROLLER_ONLY.into()),
         "node" => None,
         "controller" | "group" if node_only => Some(NODE_ONLY.into()),
@@ -66,6 +90,9 @@ fn reason(tag: &str, probe: &Probe, facts: RunFacts) -> Option<String> {
         "launch" | "max-volumes" | "mutable-parameters" | "multi-writer" | "block" => None,
         // A volume to claim: created, or one of --volume (node-only runs, and controllers that
         // cannot create, whose volumes are registered as `nomad volume register` does).
+        "volume" if no_controller && !facts.user_volumes => Some(format!(
+            "{NO_CONTROLLER}, so there is no volume to claim: a node plugin is run with --plugin-type node and --volume ID[,CONTEXT]"
+        )),
         "volume" if node_only || !probe.caps.controller.contains("CREATE_DELETE_VOLUME") => {
             (!facts.user_volumes).then(|| {
                 if node_only {
@@ -99,6 +126,7 @@ fn reason(tag: &str, probe: &Probe, facts: RunFacts) -> Option<String> {
         "PUBLISH_UNPUBLISH_VOLUME" if controller_only && !facts.node_id_known => Some(
             "controller-only run without --node-id: ControllerPublishVolume needs the node ID that the node plugin's NodeGetInfo reports".into(),
         ),
+        _ if no_controller => Some(NO_CONTROLLER.into()),
         cap if !probe.caps.controller.contains(cap) => {
             missing(format!("the controller capability {cap}"))
         }
@@ -137,6 +165,7 @@ mod tests {
     fn facts(plugin_type: PluginType) -> RunFacts {
         RunFacts {
             plugin_type,
+            plugin_type_given: true,
             launched: true,
             mutable_parameters: true,
             user_volumes: true,
@@ -247,5 +276,22 @@ mod tests {
         assert!(reason("requires-node-GET_VOLUME_STATS", &p, f).is_some());
         assert_eq!(reason("requires-block", &p, f), None);
         assert_eq!(reason("attaches-all", &p, f), None);
+    }
+
+    #[test]
+    fn the_monolith_clauses_follow_whether_the_type_was_given() {
+        let p = monolith_probe();
+        let chosen = facts(PluginType::Monolith);
+        assert_eq!(reason("requires-monolith-chosen", &p, chosen), None);
+        assert!(reason("requires-monolith-assumed", &p, chosen).is_some());
+        let assumed = RunFacts {
+            plugin_type_given: false,
+            ..chosen
+        };
+        assert!(reason("requires-monolith-chosen", &p, assumed).is_some());
+        assert_eq!(reason("requires-monolith-assumed", &p, assumed), None);
+        let node = facts(PluginType::Node);
+        assert!(reason("requires-monolith-chosen", &p, node).is_some());
+        assert!(reason("requires-monolith-assumed", &p, node).is_some());
     }
 }

@@ -23,6 +23,9 @@ pub struct UndoContext {
     pub secrets: HashMap<String, String>,
     pub deadline: Duration,
     pub case: CaseHandle,
+    /// The run's record of what exists: a delete sent here is noted in it first.
+    pub known_volumes: Arc<super::known::Known>,
+    pub known_snapshots: Arc<super::known::Known>,
 }
 
 /// One thing to undo.
@@ -88,6 +91,7 @@ impl Pending {
         let d = c.deadline;
         match &self.undo {
             Undo::DeleteVolume { volume_id } => {
+                c.known_volumes.deleting(volume_id);
                 let req = pb::DeleteVolumeRequest {
                     volume_id: volume_id.clone(),
                     secrets: c.secrets.clone(),
@@ -100,6 +104,7 @@ impl Pending {
                 .0
             }
             Undo::DeleteSnapshot { snapshot_id } => {
+                c.known_snapshots.deleting(snapshot_id);
                 let req = pb::DeleteSnapshotRequest {
                     snapshot_id: snapshot_id.clone(),
                     secrets: c.secrets.clone(),
@@ -115,6 +120,9 @@ impl Pending {
                 group_snapshot_id,
                 snapshot_ids,
             } => {
+                for id in snapshot_ids {
+                    c.known_snapshots.deleting(id);
+                }
                 let req = pb::DeleteVolumeGroupSnapshotRequest {
                     group_snapshot_id: group_snapshot_id.clone(),
                     snapshot_ids: snapshot_ids.clone(),

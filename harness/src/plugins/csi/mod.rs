@@ -3,6 +3,7 @@
 //! response, timing); judging is left to the steps.
 
 pub mod cleanup;
+pub mod known;
 pub mod launch;
 pub mod preflight;
 

@@ -455,17 +455,23 @@ pub fn ok_or_not_found(rpc: &Rpc) -> bool {
     matches!(rpc.code, Code::Ok | Code::NotFound)
 }
 
-/// A plugin without PUBLISH_READONLY may refuse `readonly = true` in ControllerPublishVolume
-/// (the spec: the CO MUST NOT send it to such a plugin); Nomad sends it for every read claim
-/// all the same, so the read claim cannot be judged.
+/// A plugin without PUBLISH_READONLY may refuse `readonly = true` in ControllerPublishVolume:
+/// the spec says the CO MUST send `readonly = false` to such a plugin, so the request is outside
+/// its contract, and the spec's own codes for it are INVALID_ARGUMENT (an unsupported field
+/// value) and ALREADY_EXISTS (a volume published "but incompatible with the specified
+/// volume_capability or readonly flag", ControllerPublishVolume Errors). Nomad sends it for every
+/// read claim all the same (nomad/csi_endpoint.go, Claim), so the read claim cannot be judged:
+/// skipped, saying so.
 pub(super) fn readonly_refusal_allowed(w: &CsiWorld, calls: &[Rpc]) -> StepResult {
-    let refused = calls
-        .iter()
-        .find(|c| c.method == "ControllerPublishVolume" && c.code == Code::InvalidArgument);
+    let refused = calls.iter().find(|c| {
+        c.method == "ControllerPublishVolume"
+            && c.request.get("readonly").and_then(|r| r.as_bool()) == Some(true)
+            && matches!(c.code, Code::InvalidArgument | Code::AlreadyExists)
+    });
     match refused {
         Some(c) if !w.config().caps.controller.contains("PUBLISH_READONLY") => {
             Err(w.ctx().skip(format!(
-                "ControllerPublishVolume with readonly = true was refused ({}), which the spec allows a plugin without PUBLISH_READONLY; Nomad sends it for every read claim all the same (nomad/csi_endpoint.go, Claim), so read claims of this plugin fail under Nomad",
+                "ControllerPublishVolume with readonly = true was refused ({}), which the spec allows a plugin without PUBLISH_READONLY (the CO MUST send readonly = false to it; INVALID_ARGUMENT and ALREADY_EXISTS are the spec's codes for that request); Nomad sends it for every read claim all the same (nomad/csi_endpoint.go, Claim), so read claims of this plugin fail under Nomad",
                 c.outcome()
             )))
         }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::{budget, volumes};
 use crate::cli::PluginType;
 use crate::plugins::csi::Connection;
+use crate::plugins::csi::known::Known;
 use crate::plugins::csi::launch::Launcher;
 
 /// The capabilities the plugin advertised, by enum name.
@@ -28,6 +29,8 @@ pub struct CsiConfig {
     pub launcher: Option<Arc<Launcher>>,
     pub caps: Capabilities,
     pub plugin_type: PluginType,
+    /// Whether the user said which type the plugin is (`--plugin-type`), or the run assumed it.
+    pub plugin_type_given: bool,
     /// The node ID Nomad would send to the controller: from the node plugin's NodeGetInfo, or
     /// `--node-id` for a controller-only run. Empty when unknown.
     pub node_id: String,
@@ -58,4 +61,11 @@ pub struct CsiConfig {
     pub mount_dir: Option<PathBuf>,
     /// The volumes the clauses that only read one share (shared.rs).
     pub shares: super::shared::Shares,
+    /// Every volume and snapshot the run's calls made, and which of them a call has tried to
+    /// delete: what a listing must show, whichever clause made it.
+    pub known_volumes: Arc<Known>,
+    pub known_snapshots: Arc<Known>,
+    /// The IDs of the clauses this run judges (selected and not skipped): a precondition names
+    /// only one of them as its root cause.
+    pub judged: BTreeSet<String>,
 }

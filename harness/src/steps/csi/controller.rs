@@ -444,6 +444,7 @@ pub async fn list_volume_pages(w: &mut CsiWorld, max_entries: i32) -> Result<Vec
     let mut pages = Vec::new();
     let mut token = String::new();
     w.last.clear();
+    let before = w.config().known_volumes.live();
     for _ in 0..10_000 {
         let req = pb::ListVolumesRequest {
             max_entries,
@@ -473,7 +474,19 @@ pub async fn list_volume_pages(w: &mut CsiWorld, max_entries: i32) -> Result<Vec
         }
         token = resp.next_token;
     }
+    let after = w.config().known_volumes.live();
+    w.must_list = before.intersection(&after).cloned().collect();
     Ok(pages)
+}
+
+/// The volumes (or snapshots) the latest listing had to show and left out: this clause's own
+/// (`own`) and every other one the run made before the listing and never asked to delete.
+pub fn left_out(w: &CsiWorld, own: &[String]) -> Vec<String> {
+    let listed: std::collections::BTreeSet<&String> =
+        w.pages.iter().flat_map(|p| p.ids.iter()).collect();
+    let mut want: Vec<String> = own.to_vec();
+    want.extend(w.must_list.iter().filter(|id| !own.contains(id)).cloned());
+    want.into_iter().filter(|id| !listed.contains(id)).collect()
 }
 
 #[when("the harness lists every volume")]
@@ -498,13 +511,22 @@ async fn list_has_volume(w: &mut CsiWorld) -> StepResult {
     if !rpc.ok() {
         return Err(w.fail("ListVolumes succeeds", &rpc.summary(), &[rpc]));
     }
-    if listed(w).contains(&id) {
+    let missing = left_out(w, std::slice::from_ref(&id));
+    if missing.is_empty() {
         return Ok(());
     }
     let calls: Vec<&Rpc> = w.last.iter().collect();
+    let whose = if missing.contains(&id) {
+        format!("the new volume {id:?} is on no page")
+    } else {
+        "this clause's volume is listed, but volumes other clauses made before the listing began, and no call had asked to delete, are not".to_string()
+    };
     Err(w.fail(
-        &format!("ListVolumes lists the new volume {id:?} on one of its pages"),
-        &format!("it is on no page:\n{}", describe_pages(&w.pages)),
+        "ListVolumes lists every volume that exists (this clause's and every other one the run made and has not asked to delete), on one of its pages",
+        &format!(
+            "{whose}: missing {missing:?}; every page:\n{}",
+            describe_pages(&w.pages)
+        ),
         &calls,
     ))
 }
@@ -602,15 +624,28 @@ fn every_once(w: &CsiWorld, ids: &[String], what: &str) -> StepResult {
     Ok(())
 }
 
+/// This clause's own IDs, then every other one the listing had to show.
+fn with_must_list(w: &CsiWorld, own: Vec<String>) -> Vec<String> {
+    let mut ids = own;
+    let others: Vec<String> = w
+        .must_list
+        .iter()
+        .filter(|id| !ids.contains(id))
+        .cloned()
+        .collect();
+    ids.extend(others);
+    ids
+}
+
 #[then("the pages together hold every volume once")]
 async fn every_volume_once(w: &mut CsiWorld) -> StepResult {
-    let ids: Vec<String> = w.vols.iter().map(|v| v.id.clone()).collect();
+    let ids = with_must_list(w, w.vols.iter().map(|v| v.id.clone()).collect());
     every_once(w, &ids, "volume")
 }
 
 #[then("the pages together hold every snapshot once")]
 async fn every_snapshot_once(w: &mut CsiWorld) -> StepResult {
-    let ids: Vec<String> = w.snaps.iter().map(|s| s.id.clone()).collect();
+    let ids = with_must_list(w, w.snaps.iter().map(|s| s.id.clone()).collect());
     every_once(w, &ids, "snapshot")
 }
 
@@ -632,13 +667,30 @@ async fn lists_bad_token(w: &mut CsiWorld) {
     w.last = vec![rpc];
 }
 
-#[when("the harness validates the volume's own capabilities")]
+/// The reader-only twin of `cap`: the same access type and mount options, read by one node
+/// (or by many, for a multi-node volume).
+fn reader_only(cap: &pb::VolumeCapability) -> pb::VolumeCapability {
+    use pb::volume_capability::access_mode::Mode as M;
+    let mut twin = cap.clone();
+    let mode = twin.access_mode.get_or_insert_default();
+    mode.mode = match M::try_from(mode.mode).unwrap_or(M::Unknown) {
+        M::MultiNodeReaderOnly | M::MultiNodeSingleWriter | M::MultiNodeMultiWriter => {
+            M::MultiNodeReaderOnly as i32
+        }
+        _ => M::SingleNodeReaderOnly as i32,
+    };
+    twin
+}
+
+#[when("the harness validates the volume's capabilities, all of them at once")]
 async fn validates(w: &mut CsiWorld) -> StepResult {
     let v = w.vol(0)?.clone();
+    let own = w.cap(v.mode);
+    let twin = reader_only(&own);
     let req = pb::ValidateVolumeCapabilitiesRequest {
         volume_id: v.id.clone(),
         volume_context: requests::volume_context(&v),
-        volume_capabilities: vec![w.cap(v.mode)],
+        volume_capabilities: vec![own, twin],
         parameters: w.config().volume_parameters.clone(),
         secrets: w.secrets(),
         ..Default::default()
@@ -917,5 +969,92 @@ async fn capacity_not_negative(w: &mut CsiWorld) -> StepResult {
         "available_capacity >= 0",
         &format!("available_capacity = {cap}"),
         &[rpc],
+    ))
+}
+
+// ---- a capacity range no volume meets -------------------------------------------------------
+
+#[when("the harness creates a volume with limit_bytes below required_bytes")]
+async fn creates_bad_range(w: &mut CsiWorld) {
+    let name = w.unique_name("vol");
+    let required = w.volume_size().max(2);
+    let mut req = requests::create_volume(w, &name, Mode::SingleNodeWriter);
+    req.capacity_range = Some(pb::CapacityRange {
+        required_bytes: required,
+        limit_bytes: required / 2,
+    });
+    // Straight to the plugin: an OUT_OF_RANGE here is the answer judged, not a size to retry.
+    let rpc = w.create_volume(req, Mode::SingleNodeWriter).await;
+    w.last = vec![rpc];
+}
+
+// ---- ControllerUnpublishVolume frees the attachment -----------------------------------------
+
+#[when(
+    "the harness publishes the volume to the node and unpublishes it, once more than the node's limit"
+)]
+async fn publish_unpublish_rounds(w: &mut CsiWorld) -> StepResult {
+    let n = w.config().max_volumes_per_node;
+    if !(1..=64).contains(&n) {
+        return Err(w.ctx().skip(format!(
+            "max_volumes_per_node is {n}: the harness tests limits from 1 to 64"
+        )));
+    }
+    let v = w.vol(0)?.clone();
+    let mut calls = Vec::new();
+    for _ in 0..=n {
+        let req = requests::controller_publish(w, &v, false)?;
+        let (rpc, _) = w.controller_publish(req).await?;
+        let ok = rpc.ok();
+        calls.push(rpc);
+        if !ok {
+            break;
+        }
+        let req = requests::controller_unpublish(w, &v.id)?;
+        let rpc = w.controller_unpublish(req).await;
+        let ok = rpc.ok();
+        calls.push(rpc);
+        if !ok {
+            break;
+        }
+    }
+    w.last = calls;
+    Ok(())
+}
+
+#[then("every publish and unpublish succeeds")]
+async fn rounds_succeed(w: &mut CsiWorld) -> StepResult {
+    w.last_call()?;
+    let n = w.config().max_volumes_per_node;
+    let Some(at) = w.last.iter().position(|c| !c.ok()) else {
+        return Ok(());
+    };
+    let bad = &w.last[at];
+    let round = at / 2 + 1;
+    let calls: Vec<&Rpc> = w.last.iter().rev().take(4).rev().collect();
+    if bad.method == "ControllerPublishVolume" && bad.code != tonic::Code::ResourceExhausted {
+        // A publish refused for another reason is what the claim clauses judge.
+        return Err(w.precondition(
+            "CSI-NOMAD-CLAIM",
+            "ControllerPublishVolume succeeds",
+            &bad.summary(),
+            &calls,
+        ));
+    }
+    let why = if bad.code == tonic::Code::ResourceExhausted {
+        format!(
+            "\nthe harness held every one of the node's {n} attachments, so nothing else was attached, and had unpublished the volume after each of the {} earlier publishes: the plugin still counts attachments that ControllerUnpublishVolume undid",
+            round - 1
+        )
+    } else {
+        String::new()
+    };
+    Err(w.fail(
+        &format!(
+            "publishing one volume to the node and unpublishing it again, {} times (max_volumes_per_node + 1), succeeds every time",
+            n + 1
+        ),
+        &format!("round {round}: {}{why}", bad.summary()),
+        &calls,
     ))
 }

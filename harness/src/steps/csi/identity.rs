@@ -91,6 +91,35 @@ async fn get_plugin_capabilities(w: &mut CsiWorld) {
     w.last = vec![rpc];
 }
 
+#[then("the plugin advertises CONTROLLER_SERVICE, as the monolith it was run as")]
+async fn monolith_has_controller(w: &mut CsiWorld) -> StepResult {
+    let rpc = w.last_call()?;
+    if !rpc.ok() {
+        return Err(w.precondition(
+            "CSI-IDENTITY-CAPABILITIES",
+            "GetPluginCapabilities succeeds",
+            &rpc.summary(),
+            &[rpc],
+        ));
+    }
+    if w.config().caps.plugin.contains("CONTROLLER_SERVICE") {
+        return Ok(());
+    }
+    let how = if w.config().plugin_type_given {
+        "the run was told the plugin is a monolith (--plugin-type monolith)".to_string()
+    } else {
+        "no --plugin-type was given, so the run judged the plugin as a monolith (the default)"
+            .to_string()
+    };
+    Err(w.fail(
+        "a monolith plugin advertises CONTROLLER_SERVICE (without it Nomad registers no controller: `nomad volume create` fails with \"plugin has no controller\" and no claim is ever attached)",
+        &format!(
+            "GetPluginCapabilities advertises no CONTROLLER_SERVICE, and {how}: every clause that needs the controller service was skipped. A node plugin is judged with --plugin-type node (and --volume ID for the volumes to claim)"
+        ),
+        &[rpc],
+    ))
+}
+
 #[when("the harness calls Probe")]
 async fn probe(w: &mut CsiWorld) {
     let mut c = w.config().node.identity();

@@ -118,6 +118,11 @@ pub struct CsiWorld {
     last: Vec<Rpc>,
     /// Pages of the latest paginated listing.
     pages: Vec<Page>,
+    /// What the latest unfiltered listing had to show: every volume (or snapshot) the run made
+    /// before the listing began and no call had asked to delete by the time it ended, whichever
+    /// clause made it. What the plugin puts last on its pages is then always among what is
+    /// checked, whatever other clauses run beside this one.
+    must_list: std::collections::BTreeSet<String>,
     /// The publish context of the first ControllerPublishVolume.
     publish_context: Option<serde_json::Value>,
     /// How many NodeStageVolume calls the latest claim made.
@@ -170,6 +175,8 @@ impl SuiteWorld for CsiWorld {
             secrets: ctx.run.config.secrets.clone(),
             deadline: ctx.run.profile.csi.rpc_deadline,
             case: ctx.case.clone(),
+            known_volumes: ctx.run.config.known_volumes.clone(),
+            known_snapshots: ctx.run.config.known_snapshots.clone(),
         }));
         // Tracked before anything the scenario makes, so checked after all of it is undone.
         ctx.ledger.track(self.loops_seen.clone());
@@ -506,6 +513,7 @@ impl CsiWorld {
 
     /// Remember a volume the plugin made, and register its deletion.
     pub fn adopt_volume(&mut self, name: &str, v: &pb::Volume, requested: i64, mode: Mode) {
+        self.config().known_volumes.made(&v.volume_id);
         let undo = Undo::DeleteVolume {
             volume_id: v.volume_id.clone(),
         };
@@ -616,6 +624,7 @@ impl CsiWorld {
     }
 
     pub async fn delete_volume(&mut self, id: &str) -> Rpc {
+        self.config().known_volumes.deleting(id);
         let req = pb::DeleteVolumeRequest {
             volume_id: id.to_string(),
             secrets: self.secrets(),
@@ -651,6 +660,7 @@ impl CsiWorld {
             req
         );
         if let Some(s) = resp.and_then(|r| r.snapshot) {
+            self.config().known_snapshots.made(&s.snapshot_id);
             let undo = Undo::DeleteSnapshot {
                 snapshot_id: s.snapshot_id.clone(),
             };
@@ -665,6 +675,7 @@ impl CsiWorld {
     }
 
     pub async fn delete_snapshot(&mut self, id: &str) -> Rpc {
+        self.config().known_snapshots.deleting(id);
         let req = pb::DeleteSnapshotRequest {
             snapshot_id: id.to_string(),
             secrets: self.secrets(),
@@ -719,6 +730,9 @@ impl CsiWorld {
     }
 
     pub async fn delete_group_snapshot(&mut self, id: &str, snapshot_ids: Vec<String>) -> Rpc {
+        for s in &snapshot_ids {
+            self.config().known_snapshots.deleting(s);
+        }
         let req = pb::DeleteVolumeGroupSnapshotRequest {
             group_snapshot_id: id.to_string(),
             snapshot_ids: snapshot_ids.clone(),
@@ -940,8 +954,31 @@ impl CsiWorld {
     /// A call this clause needs (not the one it judges) failed: the verdict is Blocked by
     /// `root`, the clause whose check that call is, and the message says what failed.
     pub fn precondition(&self, root: &str, expected: &str, seen: &str, calls: &[&Rpc]) -> String {
+        let root = self.root_for(root, calls);
         let text = self.fail(&format!("precondition: {expected}"), seen, calls);
         self.ctx().blocked(root, text)
+    }
+
+    /// The clause that judges why `calls` failed. A ControllerPublishVolume refused with
+    /// RESOURCE_EXHAUSTED while the harness keeps the node within its max_volumes_per_node (the
+    /// attachment budget) is the node's limit counting attachments that were undone:
+    /// CSI-CONTROLLER-UNPUBLISH-FREES judges that (or, where it does not run,
+    /// CSI-NOMAD-MAX-VOLUMES-PER-NODE), not the clause the claim belongs to, which passes on
+    /// such a plugin as long as the node is not full.
+    fn root_for<'a>(&self, root: &'a str, calls: &[&Rpc]) -> &'a str {
+        let exhausted = calls.iter().any(|c| {
+            c.method == "ControllerPublishVolume" && c.code == tonic::Code::ResourceExhausted
+        });
+        if !exhausted || self.config().attachments.is_none() {
+            return root;
+        }
+        [
+            "CSI-CONTROLLER-UNPUBLISH-FREES",
+            "CSI-NOMAD-MAX-VOLUMES-PER-NODE",
+        ]
+        .into_iter()
+        .find(|c| self.config().judged.contains(*c))
+        .unwrap_or(root)
     }
 
     /// What the clause requires, what was seen, and how to reproduce. A call that got no answer

@@ -596,3 +596,54 @@ async fn usage_ok(w: &mut CsiWorld) -> StepResult {
         &[rpc],
     ))
 }
+
+// ---- a volume that does not exist ---------------------------------------------------------------
+
+/// A volume no plugin knows, with Nomad's paths named after it.
+fn unknown_vol(w: &CsiWorld) -> super::Vol {
+    super::Vol {
+        name: format!("{}-unknown", w.ctx().token),
+        id: unknown_id(w, "volume"),
+        capacity: w.volume_size(),
+        mode: requests::Mode::SingleNodeWriter,
+        nomad_id: "vol-unknown".into(),
+        volume: None,
+        range: None,
+        borrowed: false,
+    }
+}
+
+#[when("the harness stages a volume that does not exist")]
+async fn stages_unknown(w: &mut CsiWorld) -> StepResult {
+    let v = unknown_vol(w);
+    let staging = w.staging_path(&v, false)?;
+    let req = requests::node_stage(w, &v, &staging.display().to_string(), HashMap::new());
+    let rpc = w.node_stage(req).await?;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness unstages a volume that does not exist")]
+async fn unstages_unknown(w: &mut CsiWorld) -> StepResult {
+    let v = unknown_vol(w);
+    let staging = w.staging_path(&v, false)?;
+    let rpc = w
+        .node_unstage(requests::node_unstage(&v.id, &staging))
+        .await;
+    w.last = vec![rpc];
+    Ok(())
+}
+
+#[when("the harness unpublishes a volume that does not exist")]
+async fn unpublishes_unknown(w: &mut CsiWorld) -> StepResult {
+    let v = unknown_vol(w);
+    let alloc = w.new_alloc_id();
+    // Nomad's target for it, which is not there (Nomad creates only the parent): a release
+    // whose target is already gone.
+    let target = w.target_path(&alloc, &v, false)?;
+    let rpc = w
+        .node_unpublish(requests::node_unpublish(&v.id, &target))
+        .await;
+    w.last = vec![rpc];
+    Ok(())
+}

@@ -165,6 +165,8 @@ async fn list(w: &mut CsiWorld, max_entries: i32, snapshot_id: &str, source: &st
     let mut pages = Vec::new();
     let mut token = String::new();
     let mut calls = Vec::new();
+    let unfiltered = snapshot_id.is_empty() && source.is_empty();
+    let before = w.config().known_snapshots.live();
     for _ in 0..10_000 {
         let req = pb::ListSnapshotsRequest {
             max_entries,
@@ -202,6 +204,12 @@ async fn list(w: &mut CsiWorld, max_entries: i32, snapshot_id: &str, source: &st
         }
         token = resp.next_token;
     }
+    w.must_list = if unfiltered {
+        let after = w.config().known_snapshots.live();
+        before.intersection(&after).cloned().collect()
+    } else {
+        Default::default()
+    };
     w.pages = pages;
     w.last = calls;
 }
@@ -228,13 +236,22 @@ fn ensure_ok(w: &CsiWorld) -> StepResult {
 async fn holds_snapshot(w: &mut CsiWorld) -> StepResult {
     ensure_ok(w)?;
     let id = w.snaps.first().map(|s| s.id.clone()).unwrap_or_default();
-    if listed(w).contains(&id) {
+    let missing = super::controller::left_out(w, std::slice::from_ref(&id));
+    if missing.is_empty() {
         return Ok(());
     }
     let rpc = w.last_call()?;
+    let whose = if missing.contains(&id) {
+        format!("the new snapshot {id:?} is on no page")
+    } else {
+        "this clause's snapshot is listed, but snapshots other clauses cut before the listing began, and no call had asked to delete, are not".to_string()
+    };
     Err(w.fail(
-        &format!("ListSnapshots lists the new snapshot {id:?}"),
-        &format!("every page:\n{}", super::describe_pages(&w.pages)),
+        "ListSnapshots lists every snapshot that exists (this clause's and every other one the run cut and has not asked to delete)",
+        &format!(
+            "{whose}: missing {missing:?}; every page:\n{}",
+            super::describe_pages(&w.pages)
+        ),
         &[rpc],
     ))
 }

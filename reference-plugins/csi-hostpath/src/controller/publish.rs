@@ -86,8 +86,10 @@ impl ControllerService {
                 // A read-only use on a node where a multi-node volume is already attached
                 // read-write with the same capability: the attachment serves it (Nomad
                 // publishes once per claim, so a reader beside a writer on one node asks for
-                // this). The node side makes the reader's target read-only.
+                // this). The node side makes the reader's target read-only. (no-publish-readonly:
+                // a plugin without PUBLISH_READONLY may refuse the flag it was never to be sent.)
                 if publication.readonly
+                    && !plugin.variants.has(Variant::NoPublishReadonly)
                     && !existing.readonly
                     && existing.capability == publication.capability
                     && publication.capability.access_mode.is_multi_node()
@@ -117,7 +119,11 @@ impl ControllerService {
             // scheduler counts claims against max_volumes_per_node itself, so the plugin may
             // leave it to the CO and publish anyway.)
             let on_node = publications.iter().filter(|p| p.node_id == node).count();
-            let on_node = i64::try_from(on_node).unwrap_or(i64::MAX);
+            let on_node = i64::try_from(on_node).unwrap_or(i64::MAX).saturating_add(
+                plugin
+                    .leaked_attachments
+                    .load(std::sync::atomic::Ordering::SeqCst),
+            );
             // publish-limit-too-early: counts one volume too many.
             let counted = if faults.has(Fault::PublishLimitTooEarly) {
                 on_node.saturating_add(1)
@@ -182,6 +188,13 @@ impl ControllerService {
             s.controller_publications.retain(|p| !matches(p));
             Ok(())
         })?;
+        // unpublish-keeps-attachment: the publication goes, but its attachment still counts
+        // against the node's limit.
+        if plugin.faults.has(Fault::UnpublishKeepsAttachment) {
+            plugin
+                .leaked_attachments
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         Ok(ControllerUnpublishVolumeResponse {})
     }
 
@@ -241,6 +254,10 @@ impl ControllerService {
             });
         }
         let mut volume_capabilities = req.volume_capabilities;
+        // validate-confirms-first-only: the rest of what was asked goes unconfirmed.
+        if faults.has(Fault::ValidateConfirmsFirstOnly) {
+            volume_capabilities.truncate(1);
+        }
         // validate-confirms-other: another access mode than each one asked for.
         if faults.has(Fault::ValidateConfirmsOther) {
             for capability in &mut volume_capabilities {

@@ -62,7 +62,24 @@ impl ControllerService {
             ));
         }
         plugin.needs_secrets(&req.secrets, "CreateVolume")?;
-        let (required, limit) = rpc::capacity_bounds(req.capacity_range.as_ref())?;
+        let mut range = req.capacity_range;
+        if let Some(r) = range.as_mut()
+            && r.limit_bytes > 0
+            && r.limit_bytes < r.required_bytes
+        {
+            // create-accepts-bad-range: the limit below the required size is dropped.
+            if faults.has(Fault::CreateAcceptsBadRange) {
+                r.limit_bytes = 0;
+            // bad-range-out-of-range: the spec's "Unsupported capacity_range", 11 OUT_OF_RANGE,
+            // rather than the general INVALID_ARGUMENT.
+            } else if plugin.variants.has(Variant::BadRangeOutOfRange) {
+                return Err(Status::out_of_range(format!(
+                    "no volume is at least {} bytes and at most {} bytes",
+                    r.required_bytes, r.limit_bytes
+                )));
+            }
+        }
+        let (required, limit) = rpc::capacity_bounds(range.as_ref())?;
         // min-size-1gib: the spec's CreateVolume table, "Unsupported capacity_range", 11
         // OUT_OF_RANGE, with the minimum in the message.
         if plugin.variants.has(Variant::MinSize1Gib)
@@ -424,8 +441,13 @@ impl ControllerService {
                     };
                     (v.id.clone(), entry)
                 })
-                .collect()
+                .collect::<Vec<_>>()
         });
+        // list-drops-last-volume: the last volume (by ID) is never listed.
+        let mut items = items;
+        if plugin.faults.has(Fault::ListDropsLastVolume) {
+            items.pop();
+        }
         let (entries, next_token) = rpc::page(
             &plugin.faults,
             &plugin.variants,
