@@ -55,7 +55,10 @@ pub fn exit_code_for(record: &nomad_conform_reports::model::RunRecord) -> i32 {
         .iter()
         .any(|c| c.verdict == Verdict::Pass || c.verdict.is_failure());
     let errors = record.cases.iter().any(|c| c.verdict == Verdict::Error);
-    if errors || !judged {
+    // Clauses the node kept from being judged (a driver UNDETECTED here): not conformant on
+    // the strength of the rest.
+    let unjudged_here = record.cases.iter().any(|c| c.not_judged_on_this_node());
+    if errors || !judged || unjudged_here {
         return exit::HARNESS;
     }
     exit::CONFORMANT

@@ -125,12 +125,14 @@ pub struct DriverProfile {
     /// The harness's deadline for one unary RPC (Nomad sets none on most of them).
     #[serde(with = "humantime_serde")]
     pub rpc_deadline: Duration,
-    /// How far past its timeout StopTask may return.
+    /// How long a task's processes may still be seen once the driver said the task ended (the
+    /// kernel reaping them); not a deadline on the driver.
     #[serde(with = "humantime_serde")]
     pub stop_margin: Duration,
-    /// The harness's patience with StartTask, RecoverTask, StopTask and DestroyTask, which
-    /// Nomad's client calls with no deadline at all (plugins/drivers/client.go): an image
-    /// pull may take minutes; only a driver that never answers fails.
+    /// The harness's safety cap on StartTask, RecoverTask, StopTask and DestroyTask, which
+    /// Nomad's client calls with no deadline at all (plugins/drivers/client.go), and on the
+    /// WaitTask after a stop or destroy: an image pull may take minutes; only a driver that
+    /// never answers fails, and a slow answer is reported as slow.
     #[serde(with = "humantime_serde")]
     pub task_call_deadline: Duration,
     /// TaskStats' collection interval (the client's default is 1 s).

@@ -3,7 +3,8 @@
 //!
 //! A fixture directory holds `expect.toml` and, optionally, `tasks.hcl`/`tasks.toml` (used as
 //! `--tasks` instead of the README's `--task-command`) and `plugin.hcl`/`plugin.json` (the
-//! plugin configuration, instead of fixtures/driver/plugin.hcl).
+//! plugin configuration, instead of fixtures/driver/plugin.hcl) and `profile.toml` (the profile,
+//! instead of fast).
 
 mod support;
 
@@ -26,11 +27,15 @@ fn file_in(dir: &Path, names: &[&str]) -> Option<PathBuf> {
 
 /// The arguments of one fixture's run (run from `dir`).
 fn args(dir: &Path, expect: &Expect) -> Vec<String> {
+    // A fixture's own profile.toml (laid over nomad-1.10, as any profile file) replaces fast.
+    let profile = file_in(dir, &["profile.toml"])
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "fast".into());
     let mut args = vec![
         "driver".to_string(),
         driver_exec().display().to_string(),
         "--profile".into(),
-        "fast".into(),
+        profile,
     ];
     let switches: Vec<String> = expect
         .faults
@@ -89,6 +94,7 @@ fixtures! {
     bad_task_schema => "bad-task-schema",
     capabilities_error => "capabilities-error",
     claims_chroot => "claims-chroot",
+    crashes_on_empty_argument => "crashes-on-empty-argument",
     crashes_on_empty_args => "crashes-on-empty-args",
     cty_only => "cty-only",
     destroy_keeps_task => "destroy-keeps-task",
@@ -111,7 +117,6 @@ fixtures! {
     fingerprint_empty_attribute => "fingerprint-empty-attribute",
     fingerprint_late => "fingerprint-late",
     fingerprint_once => "fingerprint-once",
-    fingerprint_undetected => "fingerprint-undetected",
     handle_wrong_id => "handle-wrong-id",
     handshake_app_1 => "handshake-app-1",
     handshake_bad_address => "handshake-bad-address",
@@ -144,17 +149,20 @@ fixtures! {
     stop_exited_errors => "stop-exited-errors",
     stop_ignores_signal => "stop-ignores-signal",
     stop_kills_all => "stop-kills-all",
+    stop_late_escalation => "stop-late-escalation",
     stop_no_escalation => "stop-no-escalation",
     task_dir_env_wrong => "task-dir-env-wrong",
     tasks_die_with_plugin => "tasks-die-with-plugin",
     unknown_task_hangs => "unknown-task-hangs",
     variant_chroot => "variant-chroot",
+    variant_destroy_grace => "variant-destroy-grace",
     variant_dynamic_users => "variant-dynamic-users",
     variant_empty_health_description => "variant-empty-health-description",
     variant_handle_state_unset => "variant-handle-state-unset",
     variant_image => "variant-image",
     variant_invisible_slow_exit => "variant-invisible-slow-exit",
     variant_invisible_tasks => "variant-invisible-tasks",
+    variant_late_sigint_handler => "variant-late-sigint-handler",
     variant_no_exec => "variant-no-exec",
     variant_no_init_shutdown => "variant-no-init-shutdown",
     variant_no_send_signals => "variant-no-send-signals",
@@ -164,6 +172,7 @@ fixtures! {
     variant_plain_start_errors => "variant-plain-start-errors",
     variant_slow_start => "variant-slow-start",
     variant_tasks_file => "variant-tasks-file",
+    variant_undetected => "variant-undetected",
     variant_tcp => "variant-tcp",
     variant_stats_per_stream => "variant-stats-per-stream",
     variant_wait_poll => "variant-wait-poll",

@@ -13,6 +13,11 @@ use serde::{Deserialize, Serialize};
 /// Bumped whenever a field changes meaning or disappears. Adding a field does not bump it.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// How the reason of a skipped clause begins when the machine, not the plugin, kept it from
+/// being judged (a driver that fingerprints UNDETECTED on this node): such a run is incomplete
+/// (exit 3), never conformant on the strength of what could not be tried.
+pub const NOT_JUDGED_ON_THIS_NODE: &str = "not judged on this node: ";
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunRecord {
     pub schema_version: u32,
@@ -276,6 +281,16 @@ impl Case {
     /// A failure (or a clause it blocked) the list of known failures expects.
     pub fn is_known(&self) -> bool {
         self.known_status() == Some(KnownStatus::Known)
+    }
+
+    /// Whether this case was skipped because of the node it ran on (its reason begins with
+    /// [`NOT_JUDGED_ON_THIS_NODE`]), not because the plugin does not offer what it is about.
+    pub fn not_judged_on_this_node(&self) -> bool {
+        self.verdict == Verdict::Skip
+            && self
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(NOT_JUDGED_ON_THIS_NODE))
     }
 }
 
@@ -561,6 +576,7 @@ impl RunRecord {
             || t.blocked > 0
             || t.passed + t.failed_should + t.known == 0
             || self.interrupted
+            || self.cases.iter().any(Case::not_judged_on_this_node)
         {
             // A blocked SHOULD clause: nothing failed, but not everything was judged.
             Assessment::Incomplete
@@ -801,6 +817,11 @@ mod tests {
         assert_eq!(a(&[(Must, Pass), (Must, Error)]), Assessment::Incomplete);
         assert_eq!(a(&[(Must, Skip)]), Assessment::Incomplete);
         assert_eq!(a(&[]), Assessment::Incomplete);
+        let mut node = record(&[(Must, Pass), (Must, Skip)]);
+        node.cases[1].reason = Some(format!("{NOT_JUDGED_ON_THIS_NODE}the runtime is missing"));
+        assert_eq!(node.assessment(), Assessment::Incomplete);
+        node.cases[1].reason = Some("the driver's Capabilities say exec = false".into());
+        assert_eq!(node.assessment(), Assessment::Conformant);
         let mut strict = record(&[(Must, Pass), (Should, Fail)]);
         strict.strict = true;
         assert_eq!(strict.assessment(), Assessment::NotConformant);

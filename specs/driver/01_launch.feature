@@ -95,10 +95,14 @@ Feature: launch
   @DRIVER-LAUNCH-SURVIVES-SIGINT @should
   Scenario: the plugin survives SIGINT
     A Ctrl-C in the agent's terminal reaches the plugin too (same process group in a shell); a
-    plugin should keep serving and let the agent decide.
+    plugin should keep serving and let the agent decide. The harness sends SIGINT once the
+    plugin has answered PluginInfo: go-plugin's servers print the handshake before they start
+    ignoring SIGINT, and answer RPCs only after, so a signal right after the handshake would
+    judge the plugin's start, a window no operator's Ctrl-C aims at.
 
     Basis: hashicorp/go-plugin server.go (Serve) counts and ignores os.Interrupt in every Go
-    plugin, so Nomad never expects a driver to die of it.
+    plugin (signal.Notify after the handshake line, before server.Serve), so Nomad never
+    expects a running driver to die of it.
 
     Given the plugin has been launched as Nomad launches it
     When the harness sends SIGINT to the plugin

@@ -62,9 +62,6 @@ switches! {
             "the Fingerprint stream ends after its first message",
         FingerprintOnce = "fingerprint-once":
             "the Fingerprint stream stays open but never sends a second message",
-        FingerprintUndetected = "fingerprint-undetected":
-            "Fingerprint reports health UNDETECTED (exec runtime not found), though tasks \
-             would run",
         // Task schema and capabilities (taskconfig.rs, driver.rs).
         BadTaskSchema = "bad-task-schema":
             "TaskConfigSchema has an Attr of type `strng`, which is no HCL type",
@@ -87,6 +84,9 @@ switches! {
              exist",
         CrashesOnEmptyArgs = "crashes-on-empty-args":
             "a task config with `args = []` makes the plugin process panic and die",
+        CrashesOnEmptyArgument = "crashes-on-empty-argument":
+            "a task whose `args` hold an empty string makes the plugin panic and die once the \
+             task has started (as nomad-driver-lxc does on `volumes = [\"data\"]`)",
         LogsDropped = "logs-dropped":
             "task output goes to /dev/null instead of the stdout_path/stderr_path FIFOs",
         EnvDropped = "env-dropped":
@@ -111,6 +111,9 @@ switches! {
             "StopTask always sends SIGKILL instead of the requested signal",
         StopNoEscalation = "stop-no-escalation":
             "StopTask never sends SIGKILL: it returns at the timeout with the task still alive",
+        StopLateEscalation = "stop-late-escalation":
+            "StopTask returns at the timeout with the task alive, and sends SIGKILL 12 s \
+             later",
         StopExitedErrors = "stop-exited-errors":
             "StopTask of a task that has exited returns an error",
         RejectsEmptySignal = "rejects-empty-signal":

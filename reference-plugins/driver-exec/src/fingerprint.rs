@@ -6,7 +6,7 @@
 //! drivers), for as long as the client listens.
 //!
 //! A driver with `enabled = false` is UNDETECTED ("disabled"): Nomad does not schedule on it,
-//! and the stream stays open (the fingerprint-undetected fault says the same of an enabled
+//! and the stream stays open (the undetected variant says the same of an enabled
 //! one). Otherwise it is HEALTHY with the attributes
 //! `driver.exec-reference = true` and `driver.exec-reference.version = "<plugin version>"`.
 
@@ -73,12 +73,10 @@ pub fn fingerprint(
             ..Default::default()
         };
     }
-    if faults.has(Fault::FingerprintUndetected) {
+    if variants.has(Variant::Undetected) {
         return FingerprintResponse {
             health: HealthState::Undetected as i32,
-            health_description: "exec runtime not found on this node (fingerprint-undetected \
-                                 fault)"
-                .into(),
+            health_description: "exec runtime not found on this node (undetected variant)".into(),
             ..Default::default()
         };
     }

@@ -143,6 +143,22 @@ pub async fn announce(line: &str, faults: &Faults) {
     let _ = std::io::Write::flush(&mut std::io::stdout());
 }
 
+/// How long after the handshake the late-sigint-handler variant starts ignoring SIGINT.
+pub const LATE_SIGINT_HANDLER: Duration = Duration::from_secs(1);
+
+/// SIGINT's default action (it terminates the process), whatever was inherited.
+pub fn default_interrupts() -> anyhow::Result<()> {
+    // SAFETY: SIG_DFL installs no handler; nothing else in the process handles SIGINT yet.
+    unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGINT,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    }
+    .context("failed to restore SIGINT's default action")?;
+    Ok(())
+}
+
 /// Step 5: catch SIGINT and drop it (unless the dies-on-sigint fault leaves the default, which
 /// terminates the process).
 pub fn ignore_interrupts(faults: &Faults) -> anyhow::Result<()> {

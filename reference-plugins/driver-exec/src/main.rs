@@ -188,12 +188,23 @@ async fn run(plugin: std::sync::Arc<Plugin>) -> anyhow::Result<()> {
             plugin.state_dir.display()
         )
     })?;
-    launch::ignore_interrupts(&plugin.faults)?;
+    // late-sigint-handler: go-plugin's order (Serve prints the handshake, then calls
+    // signal.Notify, then serves), with a second between the first two.
+    let late = plugin.variants.has(Variant::LateSigintHandler);
+    if late {
+        launch::default_interrupts()?;
+    } else {
+        launch::ignore_interrupts(&plugin.faults)?;
+    }
     let listener = Listener::open(&plugin.variants).await?;
     let socket = listener.socket().map(PathBuf::from);
     let handshake = listener.handshake_line(&plugin.faults);
     server::log_start(&plugin, &handshake);
     launch::announce(&handshake, &plugin.faults).await;
+    if late {
+        tokio::time::sleep(launch::LATE_SIGINT_HANDLER).await;
+        launch::ignore_interrupts(&plugin.faults)?;
+    }
 
     let served = server::serve(plugin, listener).await;
     if let Some(socket) = socket {

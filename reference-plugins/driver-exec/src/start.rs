@@ -199,6 +199,18 @@ pub async fn start_task(
         ],
     );
     plugin.tasks.insert(task);
+    // crashes-on-empty-argument: reached only once a task has really started, as
+    // nomad-driver-lxc's mountVolumes indexes a volume's "src:dst" parts after Create.
+    if faults.has(Fault::CrashesOnEmptyArgument)
+        && spec
+            .args
+            .as_ref()
+            .is_some_and(|a| a.iter().any(String::is_empty))
+    {
+        crash::panic_in_start_task(
+            "runtime error: index out of range [1] with length 1 (crashes-on-empty-argument fault)",
+        );
+    }
     Ok(StartTaskResponse {
         handle: Some(handle),
         ..Default::default()

@@ -30,6 +30,11 @@ use crate::{process, rpc, start};
 const DEFAULT_STOP_SIGNAL: Signal = Signal::SIGINT;
 /// How long to wait for a task to die after SIGKILL before reporting a failure.
 const KILL_GRACE: Duration = Duration::from_secs(10);
+/// How long after StopTask's timeout the stop-late-escalation fault sends SIGKILL.
+const LATE_ESCALATION: Duration = Duration::from_secs(12);
+/// How long DestroyTask(force) waits for a running task after SIGTERM with the destroy-grace
+/// variant (nomad-driver-lxc: `handle.shutdown(1 * time.Minute)`).
+const DESTROY_GRACE: Duration = Duration::from_secs(60);
 
 /// Whether this driver can deliver signals to its tasks: Capabilities, SignalTask and StopTask
 /// all ask here.
@@ -109,6 +114,15 @@ async fn stop_one(
     if plugin.faults.has(Fault::StopNoEscalation) {
         return Ok(());
     }
+    if plugin.faults.has(Fault::StopLateEscalation) {
+        // stop-late-escalation: answer now, kill much later.
+        let task = task.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(LATE_ESCALATION).await;
+            let _ = kill(&task).await;
+        });
+        return Ok(());
+    }
 
     plugin.events.emit(
         &task.config,
@@ -147,6 +161,11 @@ pub async fn destroy_task(plugin: &Plugin, request: DestroyTaskRequest) -> Resul
     }
     if faults.has(Fault::DestroyLeavesTask) {
         return Ok(());
+    }
+    // destroy-grace: a running task is asked to stop first, and given a fixed grace.
+    if plugin.variants.has(Variant::DestroyGrace) && task.exit().is_none() {
+        let _ = task.processes.signal(Signal::SIGTERM);
+        let _ = tokio::time::timeout(DESTROY_GRACE, task.wait()).await;
     }
     if faults.has(Fault::DestroyLeavesChildren) {
         task.processes.kill_main();

@@ -118,11 +118,14 @@ impl Task {
         }
     }
 
-    /// Looks every `period` whether the task has ended, until it has.
+    /// Learns of the task's end through two pollers in a row, as nomad-driver-lxc does (its
+    /// monitor, waitTillStopped, looks every 2 s; its WaitTask looks at the monitor every 2 s):
+    /// the end is seen on the first tick after it, and reported one tick later.
     pub async fn poll_exit(&self, period: Duration) -> Exit {
         loop {
             tokio::time::sleep(period).await;
             if let Some(exit) = self.exit() {
+                tokio::time::sleep(period).await;
                 return exit;
             }
         }

@@ -37,8 +37,9 @@ switches! {
              environment (PATH only); a `/bin/sh -c` script still sees the variables, as \
              unexported shell variables (a task in a VM)",
         WaitPoll = "wait-poll":
-            "a WaitTask made while the task runs learns of the exit by polling every 2 s, so it \
-             returns up to 2 s after the exit",
+            "a WaitTask made while the task runs learns of the exit as nomad-driver-lxc does: a \
+             monitor polls the task every 2 s, and WaitTask polls the monitor every 2 s, so it \
+             returns 2 to 4 s after the exit",
         NoSendSignals = "no-send-signals":
             "Capabilities says send_signals=false; SignalTask fails, and StopTask ignores the \
              signal and SIGKILLs the task's process group at once",
@@ -62,6 +63,16 @@ switches! {
             "a task id the driver does not know (one never started, or destroyed) gets \
              FAILED_PRECONDITION \"no task with this id on this driver\" instead of Nomad's \
              UNKNOWN \"task not found for given id\"",
+        Undetected = "undetected":
+            "Fingerprint reports UNDETECTED (exec runtime not found on this node), though \
+             tasks would run: the node lacks the runtime, as far as the driver can tell",
+        DestroyGrace = "destroy-grace":
+            "DestroyTask(force) of a running task sends SIGTERM and waits a fixed grace of 60 s \
+             for the task to exit before it kills it (nomad-driver-lxc's Shutdown(1 minute))",
+        LateSigintHandler = "late-sigint-handler":
+            "SIGINT keeps its default action for 1 s after the handshake line, and only then is \
+             ignored; RPCs are answered only after that (go-plugin's Serve prints the line \
+             before signal.Notify, and serves after it)",
         StatsPerStream = "stats-per-stream":
             "each TaskStats stream sends one message and then ends (OK); Nomad's stats hook \
              opens another one collection interval later",

@@ -467,8 +467,8 @@ async fn panics_in_start_dies_like_a_go_plugin() {
 }
 
 #[tokio::test]
-async fn fingerprint_undetected_says_undetected_and_repeats_itself() {
-    let mut setup = Setup::new(&["--fault", "fingerprint-undetected"]).await;
+async fn undetected_variant_says_undetected_and_repeats_itself() {
+    let mut setup = Setup::new(&["--variant", "undetected"]).await;
     let request = SetConfigRequest {
         msgpack_config: msgpack_map(&[("fingerprint_period", "200ms".into())]),
         ..Default::default()
@@ -488,7 +488,7 @@ async fn fingerprint_undetected_says_undetected_and_repeats_itself() {
         assert_eq!(print.health, HealthState::Undetected as i32);
         assert_eq!(
             print.health_description,
-            "exec runtime not found on this node (fingerprint-undetected fault)"
+            "exec runtime not found on this node (undetected variant)"
         );
     }
 }

@@ -192,8 +192,14 @@ async fn probe_task(
             timeout: prost_types::Duration::try_from(Duration::from_secs(1)).ok(),
             signal: String::new(),
         };
-        let _ = client.stop_task(stop, timings.rpc).await;
-        let _ = client.destroy_task(&id, true, timings.rpc).await;
+        // Nomad sets these no deadline; the harness's safety cap, so that a driver with a
+        // grace of its own still ends the probe task.
+        let (stopped, _) = client.stop_task(stop, timings.task_call).await;
+        // As the client: the task's end (WaitTask), then DestroyTask(force).
+        if stopped.ok() {
+            let _ = client.wait_task(&id, timings.rpc).await;
+        }
+        let _ = client.destroy_task(&id, true, timings.task_call).await;
     }
     taskconfig::kill_marked(&marker).await;
     for p in crate::process::processes_in(&setup.scratch.join("probe")) {

@@ -1,6 +1,7 @@
 //! What a driver clause leaves when it ends: every task it started is destroyed with force on
 //! the plugin instance still running (as Nomad does after a task exits, with Nomad's patience:
-//! no deadline but the profile's task_call_deadline), every instance is shut down as Nomad
+//! no deadline but the harness's safety cap, the profile's task_call_deadline; a slow answer
+//! is noted, never a leak), every instance is shut down as Nomad
 //! shuts plugins down, and any process still carrying a task's marker is killed.
 //!
 //! Leaks are judged two ways, because containers and VMs hide their processes: a task process
@@ -92,10 +93,6 @@ pub struct Cleanup {
     cgroups: Cgroups,
 }
 
-/// How long a WaitTask of a destroyed task may take to come back before the harness takes it
-/// for a task the driver still runs.
-const WAIT_AFTER_DESTROY: Duration = Duration::from_secs(2);
-
 impl Cleanup {
     fn push_event(&self, rpc: &crate::plugins::driver::DriverRpc) {
         crate::recorder::lock(&self.case)
@@ -103,23 +100,59 @@ impl Cleanup {
             .push(rpc.event(0, None));
     }
 
+    /// A task the driver still runs is ended as Nomad's client ends one: StopTask (the task's
+    /// kill_timeout, here 1 s, and no kill signal), then its WaitTask, then DestroyTask(force)
+    /// (task_runner.go: handleKill, then clearDriverHandle). Nomad calls DestroyTask(force) on a
+    /// running task only on its restore path; a driver that gives such a task a grace of its
+    /// own (nomad-driver-lxc waits a minute) is judged for it by DRIVER-DESTROY-PROMPT, not
+    /// made to wait it out in every clause's cleanup. Nothing here is judged.
+    async fn stop_if_running(&self, inst: &Instance, id: &str) {
+        let (inspect, _) = inst.client.inspect_task(id, self.rpc).await;
+        if !super::lifecycle::task_running(&inspect) {
+            return;
+        }
+        let req = crate::plugins::driver::drivers::StopTaskRequest {
+            task_id: id.to_string(),
+            timeout: super::lifecycle::duration(Duration::from_secs(1)),
+            signal: String::new(),
+        };
+        let (stop, _) = inst.client.stop_task(req, self.timings.task_call).await;
+        self.push_event(&stop);
+        if stop.ok() {
+            let (wait, _) = inst.client.wait_task(id, self.rpc).await;
+            self.push_event(&wait);
+        }
+    }
+
     /// What the driver says of task `id` after it was destroyed, when it says the task still
-    /// runs: InspectTask answers RUNNING, or WaitTask does not come back while InspectTask does
-    /// not call the task unknown.
+    /// runs: InspectTask answers RUNNING, or, when InspectTask tells neither that the task is
+    /// unknown nor that it exited, a WaitTask that does not come back within the profile's
+    /// rpc_deadline (the harness's "soon": Nomad asks nothing after DestroyTask).
     async fn still_running(&self, inst: &Instance, id: &str) -> Option<String> {
         let (inspect, _) = inst.client.inspect_task(id, self.rpc).await;
-        let (wait, _) = inst.client.wait_task(id, WAIT_AFTER_DESTROY).await;
         let running = super::lifecycle::task_running(&inspect);
         let unknown = super::lifecycle::task_unknown(&inspect);
+        let exited = inspect.ok()
+            && !running
+            && inspect
+                .response
+                .as_ref()
+                .and_then(|r| r.pointer("/task/state"))
+                .and_then(|s| s.as_i64())
+                == Some(crate::plugins::driver::drivers::TaskState::Exited as i64);
+        if !running && (unknown || exited) {
+            return None;
+        }
+        let (wait, _) = inst.client.wait_task(id, self.rpc).await;
         let verdict = if running {
             Some(format!(
                 "InspectTask says RUNNING; WaitTask {}",
-                wait_text(&wait)
+                wait_text(&wait, self.rpc)
             ))
-        } else if wait.timed_out && !unknown {
+        } else if wait.timed_out {
             Some(format!(
                 "WaitTask did not come back within {} and InspectTask answered {}",
-                crate::fmt_duration(WAIT_AFTER_DESTROY),
+                crate::fmt_duration(self.rpc),
                 inspect.outcome()
             ))
         } else {
@@ -133,12 +166,9 @@ impl Cleanup {
     }
 }
 
-fn wait_text(wait: &crate::plugins::driver::DriverRpc) -> String {
+fn wait_text(wait: &crate::plugins::driver::DriverRpc, within: Duration) -> String {
     if wait.timed_out {
-        format!(
-            "did not come back within {}",
-            crate::fmt_duration(WAIT_AFTER_DESTROY)
-        )
+        format!("did not come back within {}", crate::fmt_duration(within))
     } else {
         format!("answered {}", wait.outcome())
     }
@@ -164,6 +194,7 @@ impl Resource for Cleanup {
             let mut destroyed = Vec::new();
             if let Some(inst) = &live {
                 for (id, marker) in &tasks {
+                    self.stop_if_running(inst, id).await;
                     let (rpc, _) = inst
                         .client
                         .destroy_task(id, true, self.timings.task_call)
@@ -171,7 +202,7 @@ impl Resource for Cleanup {
                     self.push_event(&rpc);
                     if rpc.timed_out {
                         out.leaked.push(format!(
-                            "task {id}: the cleanup's DestroyTask(force) did not answer within {} (Nomad's client would wait for it forever)",
+                            "task {id}: the cleanup's DestroyTask(force) did not answer within {} (the harness's safety cap, the profile's task_call_deadline; Nomad's client waits for it without a deadline)",
                             crate::fmt_duration(self.timings.task_call)
                         ));
                         continue;

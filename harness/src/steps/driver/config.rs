@@ -157,6 +157,14 @@ pub struct ProbeTask {
     pub visible: bool,
 }
 
+/// Why no task can be placed on the driver on this node.
+#[derive(Clone, Debug)]
+pub struct NotPlaceable {
+    /// The health is a known state (UNDETECTED, UNHEALTHY): the node's doing, not judged here.
+    pub node: bool,
+    pub why: String,
+}
+
 /// The health of a fingerprint as Nomad's scheduler reads it (`UNDETECTED`, `UNHEALTHY`,
 /// `HEALTHY`, or the number).
 pub fn health_name(health: i32) -> String {
@@ -237,14 +245,29 @@ impl DriverProbe {
 
     /// Why Nomad would place no task on this driver here: its first fingerprint is not HEALTHY.
     pub fn unhealthy(&self) -> Option<String> {
+        self.not_placeable().map(|n| n.why)
+    }
+
+    /// Why Nomad would place no task on this driver here, and whose doing that is: a known
+    /// health other than HEALTHY (UNDETECTED, UNHEALTHY) is the driver's report on this node,
+    /// the machine's doing; a health that is no HealthState is the plugin's.
+    pub fn not_placeable(&self) -> Option<NotPlaceable> {
+        use drivers::fingerprint_response::HealthState;
         let f = self.fingerprint.as_ref()?;
-        if f.health == drivers::fingerprint_response::HealthState::Healthy as i32 {
+        if f.health == HealthState::Healthy as i32 {
             return None;
         }
-        Some(format!(
-            "the driver fingerprints {} on this node ({:?}): Nomad places no task on a driver that is not detected and healthy (scheduler DriverChecker), so no task can be judged here",
-            health_name(f.health),
-            f.health_description
-        ))
+        let description = if f.health_description.is_empty() {
+            "no health description".to_string()
+        } else {
+            format!("{:?}", f.health_description)
+        };
+        Some(NotPlaceable {
+            node: HealthState::try_from(f.health).is_ok(),
+            why: format!(
+                "the driver fingerprints {} on this node ({description}): Nomad places no task on a driver that is not detected and healthy (scheduler/feasible/feasible.go, DriverChecker), so no task can be judged here",
+                health_name(f.health),
+            ),
+        })
     }
 }

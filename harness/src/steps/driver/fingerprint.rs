@@ -185,10 +185,16 @@ async fn starts_on_reported(w: &mut DriverWorld) -> StepResult {
     h.wait_first(w.driver_profile().fingerprint_deadline).await;
     let f = first(w)?;
     if f.health != drivers::fingerprint_response::HealthState::Healthy as i32 {
+        let known = drivers::fingerprint_response::HealthState::try_from(f.health).is_ok();
         return Err(w.ctx().skip(format!(
-            "the driver fingerprints {} ({:?}): Nomad places no task on it, so whether it starts one is not its claim to keep",
+            "{}the driver fingerprints {} ({}): Nomad places no task on it, so whether it starts one is not its claim to keep",
+            if known { nomad_conform_reports::model::NOT_JUDGED_ON_THIS_NODE } else { "" },
             super::health_name(f.health),
-            f.health_description
+            if f.health_description.is_empty() {
+                "no health description".to_string()
+            } else {
+                format!("{:?}", f.health_description)
+            }
         )));
     }
     h.stop();

@@ -284,6 +284,21 @@ async fn has_launched(w: &mut DriverWorld) -> StepResult {
 #[when("the harness sends SIGINT to the plugin")]
 async fn sigint(w: &mut DriverWorld) -> StepResult {
     let inst = w.instance()?;
+    // A Ctrl-C reaches a plugin that is up and serving: go-plugin's Serve prints the handshake
+    // before signal.Notify and serves RPCs only after it, so the window between the handshake
+    // and the first answer is the plugin's start, not its life. Nomad's first call on a new
+    // instance is PluginInfo (helper/pluginutils/loader/init.go); once it has answered, the
+    // plugin is as any Ctrl-C finds it.
+    let (info, _) = inst.client.plugin_info(w.config().timings.rpc).await;
+    w.record(&info);
+    if !info.ok() {
+        return Err(w.precondition(
+            "DRIVER-BASE-PLUGIN-INFO",
+            "the plugin answers PluginInfo before the harness sends SIGINT",
+            &info.summary(),
+            &[&info],
+        ));
+    }
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(inst.process.pid()),
         nix::sys::signal::Signal::SIGINT,

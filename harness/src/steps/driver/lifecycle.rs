@@ -61,6 +61,35 @@ pub(super) fn wait_budget(w: &DriverWorld) -> Duration {
     w.driver_profile().rpc_deadline
 }
 
+/// The harness's safety cap on what Nomad's client waits for without any deadline: StopTask
+/// and DestroyTask (plugins/drivers/client.go calls them with only the plugin's life as a
+/// context) and the WaitTask after them (task_runner.go, handleKill, waits on it until the task
+/// ends). Not a Nomad number: only an answer that never comes within it fails, and a slow one
+/// is reported as slow (DRIVER-STOP-PROMPT, DRIVER-DESTROY-PROMPT), never as a timeout.
+pub(super) fn patience(w: &DriverWorld) -> Duration {
+    w.config().timings.task_call
+}
+
+/// The WaitTask Nomad made when task `id` started, still open after `open_for`: shown as a
+/// call still waiting, not as one that timed out (Nomad sets it no deadline).
+pub(super) fn still_open(id: &str, open_for: Duration) -> DriverRpc {
+    let mut rpc = DriverRpc::unanswered(
+        crate::plugins::driver::Service::Driver,
+        "WaitTask",
+        serde_json::json!({ "task_id": id }),
+        open_for,
+    );
+    rpc.timed_out = false;
+    rpc.message =
+        "still waiting: no answer yet (Nomad's client waits on it without a deadline)".into();
+    rpc
+}
+
+/// When an answered call's answer came.
+fn answered_at(rpc: &DriverRpc) -> Instant {
+    rpc.started + rpc.duration
+}
+
 pub(super) async fn stop(
     w: &mut DriverWorld,
     i: usize,
@@ -254,37 +283,94 @@ async fn no_process(w: &mut DriverWorld) -> StepResult {
     let i = w.tasks.len().saturating_sub(1);
     let task = w.task(i)?.clone();
     let margin = w.driver_profile().stop_margin;
+    let cap = patience(w);
+    let visible = w.task_visible(i);
     // What Nomad sees: the WaitTask it made when the task started comes back once the task is
-    // gone. A task that never started has none; then only its processes can tell.
+    // gone. Nomad waits on it without a deadline; so does the harness, up to its safety cap,
+    // unless the task is seen running meanwhile: its processes still there `margin` after the
+    // stop or destroy answered, or the driver itself saying RUNNING. A task that never started
+    // has no WaitTask; then only its processes can tell.
+    let answered = w.last.last().map(answered_at).unwrap_or_else(Instant::now);
+    let mut inspect: Option<DriverRpc> = None;
     let waited = match &task.waiter {
-        Some(waiter) => Some(waiter.answer(margin).await),
         None => None,
+        Some(waiter) => {
+            let until = Instant::now() + cap;
+            let mut next_inspect = Instant::now();
+            loop {
+                if let Some(rpc) = waiter.answer(Duration::from_millis(100)).await {
+                    break Some(Some(rpc));
+                }
+                if Instant::now() >= until {
+                    break Some(None);
+                }
+                if visible && answered.elapsed() >= margin {
+                    if !marked_processes(&task.marker).is_empty() {
+                        break Some(None);
+                    }
+                } else if !visible && Instant::now() >= next_inspect {
+                    next_inspect = Instant::now() + Duration::from_secs(1);
+                    let (rpc, _) = w
+                        .client()?
+                        .inspect_task(&task.id, w.config().timings.rpc)
+                        .await;
+                    if task_running(&rpc) {
+                        w.record(&rpc);
+                        inspect = Some(rpc);
+                        break Some(None);
+                    }
+                }
+            }
+        }
     };
     if let Some(Some(rpc)) = &waited {
         w.record(rpc);
     }
     let mut calls: Vec<DriverRpc> = w.last.clone();
     if let Some(None) = &waited {
-        calls.push(DriverRpc::unanswered(
-            crate::plugins::driver::Service::Driver,
-            "WaitTask",
-            serde_json::json!({ "task_id": task.id }),
+        let open = still_open(
+            &task.id,
             task.waiter
                 .as_ref()
                 .map(|w| w.open_for())
                 .unwrap_or_default(),
-        ));
+        );
+        calls.push(open);
+        let seen = match &inspect {
+            Some(rpc) => {
+                format!(
+                    "InspectTask says the task is RUNNING {} after {} answered {}, and the WaitTask Nomad made when it started is still open",
+                    crate::fmt_duration(answered.elapsed()),
+                    w.last_call()?.method,
+                    w.last_call()?.outcome()
+                ) + &format!(" (InspectTask: {})", rpc.outcome())
+            }
+            None if visible && !marked_processes(&task.marker).is_empty() => format!(
+                "{} after {} answered, the WaitTask Nomad made when the task started is still open and its processes still run: {}",
+                crate::fmt_duration(answered.elapsed()),
+                w.last_call()?.method,
+                marked_processes(&task.marker)
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!(
+                "WaitTask had not returned {} after the call (the harness's safety cap, the profile's task_call_deadline; Nomad's client would wait on it for ever): the driver still runs the task",
+                crate::fmt_duration(cap)
+            ),
+        };
+        if let Some(rpc) = inspect {
+            calls.push(rpc);
+        }
         let refs: Vec<&DriverRpc> = calls.iter().collect();
         return Err(w.fail(
-            "the task is gone: the WaitTask Nomad made when it started comes back",
-            &format!(
-                "WaitTask had not returned {} after the call: the driver still runs the task",
-                crate::fmt_duration(margin)
-            ),
+            "the task is gone: the WaitTask Nomad made when it started comes back, and none of its processes is left",
+            &seen,
             &refs,
         ));
     }
-    if !w.task_visible(i) {
+    if !visible {
         if waited.is_none() {
             return Err(w.ctx().skip(
                 "the task was refused, so there is no handle to ask the driver about it, and the harness cannot see this driver's task processes in /proc to check that nothing was started",
@@ -295,6 +381,7 @@ async fn no_process(w: &mut DriverWorld) -> StepResult {
         );
         return Ok(());
     }
+    // The kernel's moment to reap what WaitTask said has ended.
     let left = processes_left(w, i, margin).await?;
     if left.is_empty() {
         return Ok(());
@@ -475,17 +562,17 @@ pub(super) async fn own_code(w: &mut DriverWorld, code: i32, signal: &str) -> St
     ))
 }
 
-#[then("the task is gone within the timeout plus a margin")]
-async fn gone_in_time(w: &mut DriverWorld) -> StepResult {
+#[then("the task is gone after the timeout")]
+async fn gone_after_timeout(w: &mut DriverWorld) -> StepResult {
     let stop = w.last_call()?.clone();
-    let margin = w.driver_profile().stop_margin;
+    let cap = patience(w);
     let (sent, timeout) = w
         .stop_sent
         .ok_or_else(|| w.ctx().harness_error("no StopTask was sent"))?;
     let expected = format!(
-        "after StopTask, the task is gone within its {} timeout plus {} (the WaitTask Nomad made when it started comes back)",
+        "after StopTask, the task is gone: the WaitTask Nomad made when it started comes back (task_runner.go, handleKill, waits on it without a deadline; the harness waits up to its safety cap, {} past the {} timeout)",
+        crate::fmt_duration(cap),
         crate::fmt_duration(timeout),
-        crate::fmt_duration(margin)
     );
     if !stop.ok() {
         return Err(w.fail(&expected, &stop.summary(), &[&stop]));
@@ -494,19 +581,19 @@ async fn gone_in_time(w: &mut DriverWorld) -> StepResult {
     let Some(waiter) = task.waiter else {
         return Err(w.ctx().harness_error("the task has no waiter"));
     };
-    let by = (sent + timeout + margin).saturating_duration_since(Instant::now());
+    let by = (sent + timeout + cap).saturating_duration_since(Instant::now());
     match waiter.answer(by).await {
         Some(rpc) => {
             w.record(&rpc);
+            crate::recorder::lock(&w.ctx().case).notes.push(format!(
+                "WaitTask came back {} after StopTask was sent ({} timeout)",
+                crate::fmt_duration(answered_at(&rpc).saturating_duration_since(sent)),
+                crate::fmt_duration(timeout)
+            ));
             Ok(())
         }
         None => {
-            let open = DriverRpc::unanswered(
-                crate::plugins::driver::Service::Driver,
-                "WaitTask",
-                serde_json::json!({ "task_id": task.id }),
-                waiter.open_for(),
-            );
+            let open = still_open(&task.id, waiter.open_for());
             Err(w.fail(
                 &expected,
                 &format!(
@@ -514,6 +601,70 @@ async fn gone_in_time(w: &mut DriverWorld) -> StepResult {
                     stop.outcome(),
                     crate::fmt_duration(stop.duration),
                     crate::fmt_duration(sent.elapsed())
+                ),
+                &[&stop, &open],
+            ))
+        }
+    }
+}
+
+#[then("the task is gone soon after the timeout")]
+async fn gone_soon(w: &mut DriverWorld) -> StepResult {
+    let stop = w.last_call()?.clone();
+    let soon = w.config().timings.rpc;
+    let (sent, timeout) = w
+        .stop_sent
+        .ok_or_else(|| w.ctx().harness_error("no StopTask was sent"))?;
+    if !stop.ok() {
+        return Err(w.precondition(
+            "DRIVER-STOP-ESCALATES",
+            "StopTask succeeds",
+            &stop.summary(),
+            &[&stop],
+        ));
+    }
+    let task = w.task(0)?.clone();
+    let Some(waiter) = task.waiter else {
+        return Err(w.ctx().harness_error("the task has no waiter"));
+    };
+    let expected = format!(
+        "the WaitTask Nomad made when the task started comes back within {} of StopTask's {} timeout (the profile's rpc_deadline, the harness's \"soon\": Nomad has no number for it)",
+        crate::fmt_duration(soon),
+        crate::fmt_duration(timeout),
+    );
+    let by = (sent + timeout + soon).saturating_duration_since(Instant::now());
+    match waiter.answer(by).await {
+        Some(rpc) => {
+            w.record(&rpc);
+            let took = answered_at(&rpc).saturating_duration_since(sent);
+            crate::recorder::lock(&w.ctx().case).notes.push(format!(
+                "WaitTask came back {} after StopTask was sent ({} timeout)",
+                crate::fmt_duration(took),
+                crate::fmt_duration(timeout)
+            ));
+            if took <= timeout + soon {
+                return Ok(());
+            }
+            Err(w.fail(
+                &expected,
+                &format!(
+                    "WaitTask came back {} after StopTask was sent, {} past its timeout",
+                    crate::fmt_duration(took),
+                    crate::fmt_duration(took.saturating_sub(timeout))
+                ),
+                &[&stop, &rpc],
+            ))
+        }
+        None => {
+            let open = still_open(&task.id, waiter.open_for());
+            Err(w.fail(
+                &expected,
+                &format!(
+                    "StopTask answered {} after {}; {} after it was sent, WaitTask still had not come back: the task still ran {} past its timeout",
+                    stop.outcome(),
+                    crate::fmt_duration(stop.duration),
+                    crate::fmt_duration(sent.elapsed()),
+                    crate::fmt_duration(sent.elapsed().saturating_sub(timeout))
                 ),
                 &[&stop, &open],
             ))
@@ -531,6 +682,35 @@ async fn destroys(w: &mut DriverWorld) -> StepResult {
     w.record(&rpc);
     w.last = vec![rpc];
     Ok(())
+}
+
+#[then("DestroyTask answered soon")]
+async fn destroy_soon(w: &mut DriverWorld) -> StepResult {
+    let rpc = w.last_call()?.clone();
+    let soon = w.config().timings.rpc;
+    if !rpc.ok() {
+        return Err(w.precondition(
+            "DRIVER-DESTROY-FORCE",
+            "DestroyTask(force) of a running task succeeds",
+            &rpc.summary(),
+            &[&rpc],
+        ));
+    }
+    crate::recorder::lock(&w.ctx().case).notes.push(format!(
+        "DestroyTask(force) answered after {}",
+        crate::fmt_duration(rpc.duration)
+    ));
+    if rpc.duration <= soon {
+        return Ok(());
+    }
+    Err(w.fail(
+        &format!(
+            "DestroyTask(force) of a running task answers within {} (the profile's rpc_deadline, the harness's \"soon\": Nomad has no number for it)",
+            crate::fmt_duration(soon)
+        ),
+        &format!("DestroyTask(force) answered after {}", crate::fmt_duration(rpc.duration)),
+        &[&rpc],
+    ))
 }
 
 #[when("the harness inspects the task")]

@@ -589,11 +589,21 @@ impl DriverWorld {
         placeholders: Placeholders,
         msgpack: Vec<u8>,
     ) -> Result<DriverRpc, String> {
-        if let Some(why) = self.config().probe.unhealthy() {
+        if let Some(refused) = self.config().probe.not_placeable() {
+            // UNDETECTED or UNHEALTHY here is the node's state as the driver reports it: the
+            // clause is not judged on this node. A health that is no HealthState is the
+            // plugin's fault, judged by DRIVER-FINGERPRINT-HEALTH.
+            if refused.node {
+                return Err(self.ctx().skip(format!(
+                    "{}{}",
+                    nomad_conform_reports::model::NOT_JUDGED_ON_THIS_NODE,
+                    refused.why
+                )));
+            }
             return Err(self.precondition(
                 "DRIVER-FINGERPRINT-HEALTH",
                 "a driver Nomad would place this task on: detected and healthy",
-                &why,
+                &refused.why,
                 &[],
             ));
         }
