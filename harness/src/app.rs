@@ -14,12 +14,12 @@ use crate::cli::{
 };
 use crate::console::Output;
 use crate::error::{HarnessError, exit, exit_code_for};
-use crate::known_failures::KnownFailures;
 use crate::kinds::csi;
 use crate::kinds::dhv;
 use crate::kinds::driver;
 use crate::kinds::lock;
 use crate::kinds::variables;
+use crate::known_failures::KnownFailures;
 use crate::report::Protected;
 use crate::run::{SuiteOptions, run_suite};
 
@@ -437,8 +437,16 @@ fn compare(
             HarnessError::Internal(format!("failed to write {what} {}: {e}", path.display()))
         })
     };
-    write(&files.html, "the HTML comparison", c.html().map_err(|e| e.to_string()))?;
-    write(&files.junit, "the JUnit comparison", c.junit().map_err(|e| e.to_string()))?;
+    write(
+        &files.html,
+        "the HTML comparison",
+        c.html().map_err(|e| e.to_string()),
+    )?;
+    write(
+        &files.junit,
+        "the JUnit comparison",
+        c.junit().map_err(|e| e.to_string()),
+    )?;
     println!("{}", crate::console::shown(&c.text()));
     Ok(if c.is_worse() {
         exit::NOT_CONFORMANT

@@ -277,7 +277,10 @@ pub fn csi_proto(data: &[u8]) {
         6 => {
             if let Some(m) = decoded::<pb::NodeGetInfoResponse>(bytes) {
                 let j = csi_json(&m);
-                let node = m.accessible_topology.map(|t| t.segments).unwrap_or_default();
+                let node = m
+                    .accessible_topology
+                    .map(|t| t.segments)
+                    .unwrap_or_default();
                 if let Some(t) = j.get("accessible_topology") {
                     let _ = judges::reachable(t, &node);
                 }
@@ -577,7 +580,9 @@ mod tests {
         let mut counts = Vec::new();
         for (name, target) in TARGETS {
             assert!(
-                fuzz.join("fuzz_targets").join(format!("{name}.rs")).is_file(),
+                fuzz.join("fuzz_targets")
+                    .join(format!("{name}.rs"))
+                    .is_file(),
                 "no fuzz target for {name}"
             );
             let mut n = 0;
@@ -655,7 +660,11 @@ mod tests {
 
         // dhv_json: every JSON answer the DHV fixtures and reference plugins print.
         let mut answers = std::collections::BTreeSet::new();
-        let mut scripts = vec![root.join("reference-plugins/dhv/mkdir"), root.join("reference-plugins/dhv/ext4-image"), root.join("fixtures/dhv/lib/base.sh")];
+        let mut scripts = vec![
+            root.join("reference-plugins/dhv/mkdir"),
+            root.join("reference-plugins/dhv/ext4-image"),
+            root.join("fixtures/dhv/lib/base.sh"),
+        ];
         for e in std::fs::read_dir(root.join("fixtures/dhv")).unwrap() {
             scripts.push(e.unwrap().path().join("plugin"));
         }
@@ -769,7 +778,11 @@ env { PATH = "/bin" }
         }
 
         // mountinfo: this machine's table and the unit test's.
-        put("mountinfo", "proc", &std::fs::read("/proc/self/mountinfo").unwrap());
+        put(
+            "mountinfo",
+            "proc",
+            &std::fs::read("/proc/self/mountinfo").unwrap(),
+        );
         put(
             "mountinfo",
             "escapes",
@@ -808,7 +821,12 @@ env { PATH = "/bin" }
             r#"{"Path":"app/config","Items":{"k":"v"}}"#,
         );
         let get = req("GET", "/v1/var/app/config?namespace=default", "", "");
-        let list = req("GET", "/v1/vars?prefix=app", "X-Nomad-Token: fuzz-workload\r\n", "");
+        let list = req(
+            "GET",
+            "/v1/vars?prefix=app",
+            "X-Nomad-Token: fuzz-workload\r\n",
+            "",
+        );
         let delete = req("DELETE", "/v1/var/app/config?cas=1", "", "");
         let odd = req("PUT", "/v1/var//a/./b/../c%20d", "", "");
         let policy = req(
@@ -860,7 +878,10 @@ env { PATH = "/bin" }
                         default: Some(Box::new(literal("\"30s\""))),
                     }))),
                 ),
-                ("extra_attributes".to_string(), attr("extra_attributes", "map(string)", false)),
+                (
+                    "extra_attributes".to_string(),
+                    attr("extra_attributes", "map(string)", false),
+                ),
                 (
                     "mounts".to_string(),
                     spec(hs::spec::Block::BlockList(Box::new(hs::BlockList {
@@ -922,7 +943,9 @@ env { PATH = "/bin" }
                     attributes: HashMap::from([(
                         "driver.exec-reference".to_string(),
                         crate::plugins::driver::structs::Attribute {
-                            value: Some(crate::plugins::driver::structs::attribute::Value::BoolVal(true)),
+                            value: Some(
+                                crate::plugins::driver::structs::attribute::Value::BoolVal(true),
+                            ),
                             unit: String::new(),
                         },
                     )]),
@@ -1009,7 +1032,9 @@ env { PATH = "/bin" }
             ..Default::default()
         };
         let svc = |t| pb::PluginCapability {
-            r#type: Some(pb::plugin_capability::Type::Service(pb::plugin_capability::Service { r#type: t })),
+            r#type: Some(pb::plugin_capability::Type::Service(
+                pb::plugin_capability::Service { r#type: t },
+            )),
         };
         let csi: Vec<(u8, Vec<u8>)> = vec![
             (

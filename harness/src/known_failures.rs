@@ -71,7 +71,8 @@ impl KnownFailures {
         let text = std::fs::read_to_string(path).map_err(|e| {
             HarnessError::Usage(format!("--known-failures {shown}: failed to read: {e}"))
         })?;
-        Self::parse(&text, clauses).map_err(|e| HarnessError::Usage(format!("--known-failures {shown}: {e}")))
+        Self::parse(&text, clauses)
+            .map_err(|e| HarnessError::Usage(format!("--known-failures {shown}: {e}")))
     }
 
     /// Parse and check a list (the error is one line, without the file's name).
@@ -402,13 +403,34 @@ mod tests {
         assert_eq!(list.entries.len(), 1);
         assert_eq!(list.entries[0].expires.unwrap().to_string(), "2030-01-31");
         for (text, says) in [
-            ("[[known-failure]]\nclause = \"A-NOPE\"\nreason = \"r\"\n", "\"A-NOPE\" does not exist"),
-            ("[[known-failure]]\nclause = \"A-ONE\"\nreason = \" \"\n", "has no reason"),
-            ("[[known-failure]]\nclause = \"A-ONE\"\n", "missing field `reason`"),
-            ("[[known-failure]]\nclause = \"A-ONE\"\nreason = \"r\"\nexpires = \"soon\"\n", "is not a date"),
-            ("[[known-failure]]\nclause = \"A-ONE\"\nreason = \"r\"\nplugin-version = \"<< 1\"\n", "plugin-version"),
-            ("[[known-failure]]\nclause = \"A-ONE\"\nreason = \"r\"\n[[known-failure]]\nclause = \"A-ONE\"\nreason = \"s\"\n", "listed twice"),
-            ("[[known-failure]]\nclause = \"A-ONE\"\nreason = \"r\"\nwhy = 1\n", "unknown field"),
+            (
+                "[[known-failure]]\nclause = \"A-NOPE\"\nreason = \"r\"\n",
+                "\"A-NOPE\" does not exist",
+            ),
+            (
+                "[[known-failure]]\nclause = \"A-ONE\"\nreason = \" \"\n",
+                "has no reason",
+            ),
+            (
+                "[[known-failure]]\nclause = \"A-ONE\"\n",
+                "missing field `reason`",
+            ),
+            (
+                "[[known-failure]]\nclause = \"A-ONE\"\nreason = \"r\"\nexpires = \"soon\"\n",
+                "is not a date",
+            ),
+            (
+                "[[known-failure]]\nclause = \"A-ONE\"\nreason = \"r\"\nplugin-version = \"<< 1\"\n",
+                "plugin-version",
+            ),
+            (
+                "[[known-failure]]\nclause = \"A-ONE\"\nreason = \"r\"\n[[known-failure]]\nclause = \"A-ONE\"\nreason = \"s\"\n",
+                "listed twice",
+            ),
+            (
+                "[[known-failure]]\nclause = \"A-ONE\"\nreason = \"r\"\nwhy = 1\n",
+                "unknown field",
+            ),
         ] {
             let e = KnownFailures::parse(text, &clauses).unwrap_err();
             assert!(e.contains(says), "{text}: {e}");

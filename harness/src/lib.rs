@@ -23,8 +23,8 @@ pub mod fleet;
 #[doc(hidden)]
 pub mod fuzz_api;
 pub mod goversion;
-pub mod known_failures;
 pub mod kinds;
+pub mod known_failures;
 pub mod ledger;
 pub mod loop_devices;
 pub mod loop_watch;

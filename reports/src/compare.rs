@@ -290,9 +290,7 @@ impl Comparison<'_> {
             };
             let mut tc = TestCase::new(case.display_name(), status);
             tc.set_classname(case.classname());
-            tc.set_time(Duration::from_millis(
-                c.after.map_or(0, |a| a.duration_ms),
-            ));
+            tc.set_time(Duration::from_millis(c.after.map_or(0, |a| a.duration_ms)));
             if !c.kind.is_worse() {
                 tc.set_system_out(format!("{what}\n{}", c.reason()));
             }
@@ -440,7 +438,9 @@ mod tests {
             "{text}"
         );
         // A failure that became known is a move, not a new failure; nothing got worse.
-        after.cases.retain(|c| ["B", "C", "SAME"].contains(&c.clause.as_str()));
+        after
+            .cases
+            .retain(|c| ["B", "C", "SAME"].contains(&c.clause.as_str()));
         after.cases[2].known = Some(KnownFailure {
             reason: "r".into(),
             link: None,
@@ -450,7 +450,9 @@ mod tests {
             status: KnownStatus::Known,
         });
         let mut before = before;
-        before.cases.retain(|c| ["B", "C", "SAME"].contains(&c.clause.as_str()));
+        before
+            .cases
+            .retain(|c| ["B", "C", "SAME"].contains(&c.clause.as_str()));
         let c = compare(&before, &after).unwrap();
         assert!(!c.is_worse(), "{}", c.text());
         assert_eq!(c.changes.len(), 3, "{}", c.text());

@@ -348,7 +348,10 @@ fn case_view<'a>(case: &'a Case, record: &'a RunRecord) -> CaseView<'a> {
             })
             .map(|c| c.clause.as_str())
             .collect(),
-        known: case.known.as_ref().map(|_| crate::attention::entry_reason(case)),
+        known: case
+            .known
+            .as_ref()
+            .map(|_| crate::attention::entry_reason(case)),
         known_link: case
             .known
             .as_ref()

@@ -348,7 +348,11 @@ fn testcase_with<'a>(
         v if known == Some(KnownStatus::Known) && v != Verdict::Pass => {
             let mut s = TestCaseStatus::skipped();
             let reason = case.known.as_ref().map_or("", |k| k.reason.as_str());
-            s.set_message(format!("known failure ({}): {}", v.as_str(), first_line(reason)));
+            s.set_message(format!(
+                "known failure ({}): {}",
+                v.as_str(),
+                first_line(reason)
+            ));
             s.set_description(text(case, Part::Description));
             s
         }

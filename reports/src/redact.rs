@@ -9,8 +9,8 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
 use crate::model::{
-    Attachment, Case, Environment, Excerpt, ExitStatus, HarnessInfo, KnownFailure, OpEvent, ProfileInfo, Request,
-    Response, RunRecord, StepRecord, Subject,
+    Attachment, Case, Environment, Excerpt, ExitStatus, HarnessInfo, KnownFailure, OpEvent,
+    ProfileInfo, Request, Response, RunRecord, StepRecord, Subject,
 };
 
 pub const MARK: &str = "[redacted]";

@@ -220,7 +220,7 @@ fn all_succeed(w: &CsiWorld, what: &str) -> StepResult {
         None => Ok(()),
         // The node refused an attachment the harness kept within its limit: the clause that
         // judges why (ControllerUnpublishVolume not freeing attachments) is named instead.
-        Some(bad) if w.root_for("", &[bad]) != "" => Err(w.precondition(
+        Some(bad) if !w.root_for("", &[bad]).is_empty() => Err(w.precondition(
             "",
             &format!("every call of {what} succeeds, in Nomad's order"),
             &bad.summary(),
@@ -766,7 +766,10 @@ async fn restarts(w: &mut CsiWorld) -> StepResult {
 
 /// Whether a volume topology is reachable from the node's (nomad/structs/node.go, Contains):
 /// every segment of the volume's topology is one of the node's, with the same value.
-pub(crate) fn reachable(volume: &serde_json::Value, node: &std::collections::HashMap<String, String>) -> bool {
+pub(crate) fn reachable(
+    volume: &serde_json::Value,
+    node: &std::collections::HashMap<String, String>,
+) -> bool {
     volume
         .get("segments")
         .and_then(|s| s.as_object())

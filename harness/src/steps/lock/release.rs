@@ -370,8 +370,7 @@ async fn second_run_late_conflict(w: &mut LockWorld) -> StepResult {
         .map(|_| ());
     r.map_err(|e| w.ctx().harness_error(e))?;
     let within = w.lock_profile().start_within + wait_for_lock;
-    if w
-        .scene()?
+    if w.scene()?
         .listener
         .wait_started(SECOND_RUN, within)
         .await
@@ -381,7 +380,14 @@ async fn second_run_late_conflict(w: &mut LockWorld) -> StepResult {
             "the client, started again once its first run had ended and the lock was free, did not start its protected process within {}",
             fmt(within)
         );
-        return Err(w.ctx().blocked(super::ROOT, w.fail("the client acquires the lock and starts the protected process", &msg, &[])));
+        return Err(w.ctx().blocked(
+            super::ROOT,
+            w.fail(
+                "the client acquires the lock and starts the protected process",
+                &msg,
+                &[],
+            ),
+        ));
     }
     let met = super::renew::late_conflict(w, SECOND_RUN).await?;
     w.second_run_met_conflict = Some(met);
@@ -389,7 +395,9 @@ async fn second_run_late_conflict(w: &mut LockWorld) -> StepResult {
     let stop_within = w.lock_profile().stop_within * 2;
     let kill = w.config().kill_timeout;
     let Some(client) = w.scene()?.client(SECOND_RUN) else {
-        return Err(w.ctx().harness_error("the second run of the client is gone"));
+        return Err(w
+            .ctx()
+            .harness_error("the second run of the client is gone"));
     };
     if client.wait_exit(stop_within).await.is_none() {
         let _ = client.signal(Signal::SIGTERM);
@@ -471,7 +479,7 @@ async fn no_crash(w: &mut LockWorld) -> StepResult {
             seen.join("; ")
         )))
     } else {
-        w.ctx().note(&seen.join("; "));
+        w.ctx().note(seen.join("; "));
         Ok(())
     };
     w.record_scene();
@@ -594,7 +602,17 @@ mod tests {
         let q = probe(8, t0, Some(990), true);
         assert!(outlived_kill_timeout(&q, t0, kill, Some(&[8])));
         // Still running, or ended past the kill timeout.
-        assert!(outlived_kill_timeout(&probe(9, t0, None, false), t0, kill, None));
-        assert!(outlived_kill_timeout(&probe(9, t0, Some(1200), false), t0, kill, None));
+        assert!(outlived_kill_timeout(
+            &probe(9, t0, None, false),
+            t0,
+            kill,
+            None
+        ));
+        assert!(outlived_kill_timeout(
+            &probe(9, t0, Some(1200), false),
+            t0,
+            kill,
+            None
+        ));
     }
 }
