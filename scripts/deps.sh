@@ -27,7 +27,7 @@ ensure_tools mkfs.ext4:e2fsprogs mountpoint:util-linux losetup:mount
 # ember-csi 0.9.1, the field plugin the tests run (harness/tests/field_ember.rs): PyPI's
 # ember-csi with protobuf 3.20.3 and fixtures, in a Python 3.8 virtual environment under
 # target/field (or $NOMAD_CONFORM_FIELD_DIR), made once. Python 3.8 comes from python3.8 on the
-# PATH or from pyenv. Without it the test is skipped outside CI and fails in CI, saying why.
+# PATH or from pyenv. Without it the test fails, saying why.
 ensure_ember() {
     venv="${NOMAD_CONFORM_FIELD_DIR:-target/field}/ember-venv"
     [ -x "$venv/bin/ember-csi" ] && return 0

@@ -1,8 +1,8 @@
 //! ember-csi 0.9.1 (PyPI, its fake Cinder backend) in CI: launched through the harness with its
 //! ledger entry's arguments (fixtures/field/ember-csi-0.9.1.toml, which carry the whole launch
 //! environment), every clause's verdict compared with the ledger's, exactly as scripts/field
-//! compares them. scripts/deps.sh (ensure_ember) installs it into target/field/ember-venv; where
-//! it is not installed, the test is skipped, but never in CI.
+//! compares them. scripts/deps.sh (ensure_ember) installs it into target/field/ember-venv; a
+//! missing install fails the test, never skips it.
 
 mod support;
 
@@ -19,18 +19,12 @@ fn ember_csi_gets_the_verdicts_of_its_ledger_entry() {
     }
     let field = field_dir();
     let bin = field.join(&ledger.binary);
-    if !bin.is_file() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install ember-csi (scripts/deps.sh, ensure_ember): {} is missing",
-            bin.display()
-        );
-        eprintln!(
-            "skipped: {} is not installed (scripts/deps.sh, ensure_ember)",
-            bin.display()
-        );
-        return;
-    }
+    assert!(
+        bin.is_file(),
+        "{} is missing: scripts/test installs ember-csi (scripts/deps.sh, ensure_ember; \
+         NOMAD_CONFORM_FIELD_DIR names another field directory)",
+        bin.display()
+    );
     if ledger.needs_root && !support::needs_root("ember-csi's field run") {
         return;
     }
