@@ -313,7 +313,6 @@ impl Profile {
             ("lock", "hold_for", lock.hold_for),
             ("lock", "stop_within", lock.stop_within),
             ("lock", "refusal_within", lock.refusal_within),
-            ("lock", "campaign", lock.campaign),
             ("harness", "launch_timeout", harness.launch_timeout),
         ]
     }
@@ -426,6 +425,8 @@ mod tests {
             );
         }
         assert!(load("[lock]\noverlap_tolerance = \"0s\"\n").is_ok());
+        // The campaign's time is the least it lasts (0: as long as its schedule needs).
+        assert!(load("[lock]\ncampaign = \"0s\"\n").is_ok());
         // The built-in profiles have none.
         for name in specs::embedded_profile_names() {
             Profile::load(Some(Path::new(name))).unwrap();

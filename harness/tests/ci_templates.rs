@@ -360,6 +360,64 @@ fn github_action_fails_with_the_suite_and_keeps_the_reports() {
 }
 
 #[test]
+fn github_action_takes_a_list_of_known_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let tags = "@must and not @DHV-CREATE-RESTORE";
+    // A first run fails; the list is written from its record, as a team adopting the suite
+    // with a known bug would write it.
+    let json = dir.path().join("run.json");
+    let first = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .args(["dhv", &broken_plugin(), "--seed", "7", "--tags", tags, "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(1), "{first:?}");
+    let list = dir.path().join("known-failures.toml");
+    let wrote = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .arg("report")
+        .arg(&json)
+        .arg("--write-known-failures")
+        .arg(&list)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&list).unwrap_or_else(|e| panic!("{e}: {wrote:?}"));
+    assert!(text.contains("DHV-CREATE-EXIT-ZERO"), "{text}");
+
+    let junit = dir.path().join("conform.xml");
+    let inputs = action_inputs(
+        &load("action.yml"),
+        &[
+            ("kind", "dhv".into()),
+            ("plugin", broken_plugin()),
+            ("args", format!("--seed 7 --tags '{tags}'")),
+            ("known-failures", list.display().to_string()),
+            ("junit", junit.display().to_string()),
+            ("html", dir.path().join("conform.html").display().to_string()),
+        ],
+    );
+    let ran = run_action(&inputs, dir.path(), &path_with(&bin_dir()));
+    let run = ran.last().unwrap();
+    assert_eq!(
+        run.status,
+        Some(0),
+        "the known failures do not fail the step: {}",
+        run.output
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(!xml.contains("<failure"), "{xml}");
+    assert!(
+        xml.contains("<skipped") && xml.contains("known failure"),
+        "known failures are skipped with their reason in JUnit: {xml}"
+    );
+
+    // Without the list the same run fails the step, as before.
+    let mut without = inputs.clone();
+    without.insert("known-failures".into(), String::new());
+    let ran = run_action(&without, dir.path(), &path_with(&bin_dir()));
+    assert_eq!(ran.last().unwrap().status, Some(1), "{}", ran.last().unwrap().output);
+}
+
+#[test]
 fn github_action_rejects_an_unknown_kind() {
     let dir = tempfile::tempdir().unwrap();
     let inputs = action_inputs(
