@@ -726,8 +726,9 @@ fn gitlab_job_downloads_the_packaged_asset_when_not_installed() {
 
 // ---- README ----
 
-/// README's Install and "In CI" snippets use what the templates have: the action's inputs, the
-/// template's job and variables, this release, and the asset scripts/package-deb builds.
+/// README's Install snippet and the CI guide's (docs/guides/ci.md) use what the templates have:
+/// the action's inputs, the template's job and variables, this release, and the asset
+/// scripts/package-deb builds.
 #[test]
 fn readme_snippets_match_the_templates() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
@@ -765,7 +766,7 @@ fn readme_snippets_match_the_templates() {
         "README installs what it downloads"
     );
 
-    let ci = section("### In CI\n");
+    let ci = std::fs::read_to_string(root().join("docs/guides/ci.md")).unwrap();
     let yaml = blocks(&ci, "yaml");
     assert_eq!(yaml.len(), 2, "a GitHub and a GitLab snippet");
     let github = YamlLoader::load_from_str(&yaml[0]).unwrap().remove(0);

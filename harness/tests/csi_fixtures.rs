@@ -13,13 +13,13 @@ fn csi_hostpath() -> PathBuf {
     support::workspace_bin("csi-hostpath")
 }
 
-/// The launch command of the reference plugin, as README documents it.
+/// The launch command of the reference plugin, as the CSI guide (docs/guides/csi.md) documents it.
 fn launch(expect: &Expect) -> String {
     let mut cmd = format!(
         "{} --endpoint {{endpoint}} --node-id nomad-conform-node --state-dir {{state_dir}}",
         csi_hostpath().display()
     );
-    // The limit the README's command uses, unless the fixture sets its own.
+    // The limit the CSI guide's command uses, unless the fixture sets its own.
     if !expect
         .plugin_args
         .iter()
@@ -81,7 +81,7 @@ fn reference_csi_hostpath_passes_every_clause() {
     if !needs_root("the CSI reference plugin (bind mounts)") {
         return;
     }
-    // Launched as README's command is, without --plugin-type: the monolith it is assumed to be
+    // Launched as the CSI guide's command is, without --plugin-type: the monolith it is assumed to be
     // is judged by CSI-IDENTITY-MONOLITH-ASSUMED (variant-monolith-chosen runs the other).
     let expect = Expect {
         description: "reference csi-hostpath".into(),

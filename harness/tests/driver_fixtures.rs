@@ -2,7 +2,7 @@
 //! fault switch of fixtures/driver, and with each variant, and checks every verdict exactly.
 //!
 //! A fixture directory holds `expect.toml` and, optionally, `tasks.hcl`/`tasks.toml` (used as
-//! `--tasks` instead of the README's `--task-command`) and `plugin.hcl`/`plugin.json` (the
+//! `--tasks` instead of the driver guide's `--task-command`) and `plugin.hcl`/`plugin.json` (the
 //! plugin configuration, instead of fixtures/driver/plugin.hcl) and `profile.toml` (the profile,
 //! instead of fast).
 
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use support::{Expect, fixture_dirs, root, run_and_check, unproven_must_clauses};
 
-/// The task template README gives for drivers that run a command, driver-exec's shape.
+/// The task template the driver guide gives for drivers that run a command, driver-exec's shape.
 const TASK_COMMAND: &str = "command = {command}\nargs = {args}";
 
 fn driver_exec() -> PathBuf {

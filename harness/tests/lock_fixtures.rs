@@ -2,7 +2,7 @@
 //! fault switch of fixtures/lock, and with each variant, and checks every verdict exactly.
 //!
 //! A fixture's `expect.toml` names the switches, the pattern (`shim`, the default, or
-//! `sidecar`) and extra harness arguments. Every run uses the command lines README gives.
+//! `sidecar`) and extra harness arguments. Every run uses the command lines the lock guide (docs/guides/lock.md) gives.
 
 mod support;
 

@@ -268,7 +268,7 @@ do_create() {
 main "$@"
 "#;
 
-/// README: a clause whose failure was the harness's doing (the call stopped for the disk) is
+/// docs/guides/dhv.md: a clause whose failure was the harness's doing (the call stopped for the disk) is
 /// skipped with that reason, not judged. An ordinary create filling a small filesystem (a
 /// 64 MiB tmpfs as --volumes-dir: the floor is half of what was free) is stopped by the disk
 /// guard, and DHV-CREATE-EXIT-ZERO, which judges it, is skipped, not failed.

@@ -50,7 +50,7 @@ pub async fn find_socket(args: &CsiNodeArgs) -> Result<PathBuf, HarnessError> {
     let plugin = api.csi_plugin(&args.plugin_id).await.map_err(|e| {
         let hint = match &e {
             ApiError::Status { status: 403, .. } => {
-                " (the task's workload identity needs a policy with plugin { policy = \"read\" }: see README, On a fleet)"
+                " (the task's workload identity needs a policy with plugin { policy = \"read\" }: see docs/guides/fleet.md)"
             }
             ApiError::Status { status: 404, .. } => " (is the plugin's job running? nomad plugin status)",
             _ => "",

@@ -202,7 +202,7 @@ pub async fn run(
         // Nothing could be tested: exit 3, as a run in which no clause could be judged.
         return Err(HarnessError::Internal(format!(
             "no plugins in {}: the Nomad client counts every entry that is not a directory and \
-             has an execute bit (see README, DHV)",
+             has an execute bit (see docs/guides/dhv.md)",
             dir.display()
         )));
     }

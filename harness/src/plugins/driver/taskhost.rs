@@ -8,7 +8,7 @@
 //! when the driver asks for one, and the agent's environment for drivers that do not bring an
 //! image.
 //!
-//! One departure, said in the README: the client hard-links (or copies) the chroot_env's files
+//! One departure, said in docs/guides/driver.md: the client hard-links (or copies) the chroot_env's files
 //! into every chroot; the harness bind-mounts each entry read-only, which gives the task the
 //! same tree at a fraction of the cost. Everything mounted here lies under the task's
 //! allocation directory, and [`unmount_under`] undoes it.

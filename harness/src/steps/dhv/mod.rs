@@ -651,7 +651,7 @@ pub fn deadline_clause(call: &Call) -> &'static str {
     }
 }
 
-/// The reason a clause is skipped when the harness stopped one of `calls` itself (README:
+/// The reason a clause is skipped when the harness stopped one of `calls` itself (docs/guides/dhv.md:
 /// such a clause is skipped with that reason, not judged).
 fn stopped_by_harness(calls: &[&Call]) -> Option<String> {
     calls.iter().find_map(|c| {

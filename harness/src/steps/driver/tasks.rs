@@ -120,7 +120,7 @@ impl Shapes {
         }
         if let Some((shape, missing)) = shapes.missing_placeholders()?.into_iter().next() {
             return Err(format!(
-                "--tasks {shown}: shape {shape:?} never uses {}: the harness puts there what it then looks for in the task's exit code, output or files, so without it every clause that reads them would blame the driver (README, `--tasks`, says what each shape does with them)",
+                "--tasks {shown}: shape {shape:?} never uses {}: the harness puts there what it then looks for in the task's exit code, output or files, so without it every clause that reads them would blame the driver (docs/guides/driver.md, `--tasks`, says what each shape does with them)",
                 missing.join(", ")
             ));
         }
