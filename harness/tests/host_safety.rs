@@ -277,9 +277,14 @@ fn a_daemon_two_sessions_deep_does_not_survive_the_run() {
 fn a_lock_client_s_daemon_does_not_survive_its_clause() {
     let dir = tempfile::tempdir().unwrap();
     let marker = format!("4321.3{:04}", std::process::id() % 10000);
+    // The client goes on only once the daemon is in its own session (a flag file it writes
+    // after setsid): on a loaded machine it could otherwise still be in the client's process
+    // group when the clause ends, and go with it, unnamed.
+    let flag = dir.path().join("detached");
     let client = format!(
-        "sh -c '(cd / && setsid sleep {marker} </dev/null >/dev/null 2>&1 &); exec \"$0\" \"$@\"' {} --path {{path}} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms -- {{protected}}",
-        support::workspace_bin("lock-sidecar").display()
+        "sh -c '(cd / && setsid sh -c \"touch {flag}; exec sleep {marker}\" </dev/null >/dev/null 2>&1 &); while [ ! -e {flag} ]; do sleep 0.01; done; exec \"$0\" \"$@\"' {} --path {{path}} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms -- {{protected}}",
+        support::workspace_bin("lock-sidecar").display(),
+        flag = flag.display()
     );
     let json = dir.path().join("run.json");
     let out = std::process::Command::new(BIN)
