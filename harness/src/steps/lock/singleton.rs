@@ -192,7 +192,20 @@ async fn keep_running(
     let mut conflict: Option<(String, Instant, u32)> = None;
     // When the previous scheduled fault took effect (the campaign's start, at first).
     let mut previous = Instant::now();
+    // The client the late conflict told the lock passed on, whose acquires are answered 409
+    // until another client holds it: (client, the rule, at the latest until).
+    let mut barred: Option<(String, crate::plugins::lock::proxy_faults::RuleId, Instant)> = None;
     while Instant::now() < until || (!due.is_empty() && Instant::now() < cap) {
+        if let Some((client, rule, latest)) = barred.clone() {
+            let another = holder(w, n).is_some_and(|h| h != client);
+            if another || Instant::now() >= latest {
+                w.scene_mut()?
+                    .proxy(&client, task_api)
+                    .await?
+                    .clear_rule(rule);
+                barred = None;
+            }
+        }
         if let Some((target, since, tries)) = conflict.clone() {
             let ex = w.scene()?.exchanges();
             let conflicts: Vec<&crate::plugins::lock::Exchange> = ex
@@ -210,7 +223,15 @@ async fn keep_running(
                 conflict = None;
                 if received && freed {
                     // The lock passed on, as the 409 said: another client may take it now.
+                    // The client told so is answered 409 on its acquires, as Nomad answers an
+                    // acquire of a lock another holder has, until another client holds it (or
+                    // two TTLs passed): otherwise which of them wins the freed lock is a race,
+                    // and a client that ignored the 409 but re-acquired in time would go unseen.
                     clear_lock(w)?;
+                    let proxy = w.scene_mut()?.proxy(&target, task_api).await?;
+                    let refuse = Fault::status(409).map_err(|e| e.to_string())?;
+                    let rule = proxy.inject_until_cleared(&[Operation::Acquire], refuse);
+                    barred = Some((target.clone(), rule, Instant::now() + lease.0 * 2));
                 }
             } else if missed {
                 // The client gave up on that renew before the answer came: answer the next.
