@@ -367,7 +367,15 @@ fn github_action_takes_a_list_of_known_failures() {
     // with a known bug would write it.
     let json = dir.path().join("run.json");
     let first = std::process::Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
-        .args(["dhv", &broken_plugin(), "--seed", "7", "--tags", tags, "--json"])
+        .args([
+            "dhv",
+            &broken_plugin(),
+            "--seed",
+            "7",
+            "--tags",
+            tags,
+            "--json",
+        ])
         .arg(&json)
         .output()
         .unwrap();
@@ -392,7 +400,10 @@ fn github_action_takes_a_list_of_known_failures() {
             ("args", format!("--seed 7 --tags '{tags}'")),
             ("known-failures", list.display().to_string()),
             ("junit", junit.display().to_string()),
-            ("html", dir.path().join("conform.html").display().to_string()),
+            (
+                "html",
+                dir.path().join("conform.html").display().to_string(),
+            ),
         ],
     );
     let ran = run_action(&inputs, dir.path(), &path_with(&bin_dir()));
@@ -414,7 +425,12 @@ fn github_action_takes_a_list_of_known_failures() {
     let mut without = inputs.clone();
     without.insert("known-failures".into(), String::new());
     let ran = run_action(&without, dir.path(), &path_with(&bin_dir()));
-    assert_eq!(ran.last().unwrap().status, Some(1), "{}", ran.last().unwrap().output);
+    assert_eq!(
+        ran.last().unwrap().status,
+        Some(1),
+        "{}",
+        ran.last().unwrap().output
+    );
 }
 
 #[test]

@@ -77,17 +77,37 @@ fn compare_names_new_failures_and_fixed_clauses_and_fails_only_for_the_worse() {
         "{xml}"
     );
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("DHV-CREATE-EXIT-ZERO"), "the HTML names the clause");
+    assert!(
+        page.contains("DHV-CREATE-EXIT-ZERO"),
+        "the HTML names the clause"
+    );
 
-    let better = nc(&["report", "--compare", bad.to_str().unwrap(), good.to_str().unwrap()]);
+    let better = nc(&[
+        "report",
+        "--compare",
+        bad.to_str().unwrap(),
+        good.to_str().unwrap(),
+    ]);
     let out = text(&better);
     assert_eq!(better.status.code(), Some(0), "{out}");
-    assert!(out.contains("Fixed (") && out.contains("DHV-CREATE-EXIT-ZERO"), "{out}");
+    assert!(
+        out.contains("Fixed (") && out.contains("DHV-CREATE-EXIT-ZERO"),
+        "{out}"
+    );
     assert!(!out.contains("New failures ("), "{out}");
 
-    let same = nc(&["report", "--compare", good.to_str().unwrap(), good.to_str().unwrap()]);
+    let same = nc(&[
+        "report",
+        "--compare",
+        good.to_str().unwrap(),
+        good.to_str().unwrap(),
+    ]);
     assert_eq!(same.status.code(), Some(0), "{}", text(&same));
-    assert!(text(&same).contains("no verdict changed"), "{}", text(&same));
+    assert!(
+        text(&same).contains("no verdict changed"),
+        "{}",
+        text(&same)
+    );
 
     // Two records or none: a usage error.
     let one = nc(&["report", "--compare", good.to_str().unwrap()]);
@@ -116,7 +136,11 @@ fn a_list_of_known_failures_is_checked_before_the_run_and_applied_after_it() {
     assert!(!json.exists(), "nothing ran");
 
     // An entry without a reason: refused too.
-    std::fs::write(&list, "[[known-failure]]\nclause = \"DHV-CREATE-EXIT-ZERO\"\n").unwrap();
+    std::fs::write(
+        &list,
+        "[[known-failure]]\nclause = \"DHV-CREATE-EXIT-ZERO\"\n",
+    )
+    .unwrap();
     let o = run(
         "fixtures/dhv/create-exits-nonzero/plugin",
         &json,

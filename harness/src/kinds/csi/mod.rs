@@ -493,7 +493,15 @@ async fn reach(
             })?;
             let socket = dir.join("csi.sock");
             let l = Launcher::new(cmd, &socket, &state).map_err(HarnessError::Usage)?;
-            if let Err(e) = l.start(start.profile.harness.launch_timeout).await {
+            // Nomad waits for a CSI plugin's socket as long as its health_timeout
+            // (plugin_supervisor_hook.go): a plugin slower than the harness's own launch
+            // timeout but within that is not refused.
+            let wait = start
+                .profile
+                .harness
+                .launch_timeout
+                .max(start.profile.csi.health_timeout);
+            if let Err(e) = l.start(wait).await {
                 return Err(HarnessError::Internal(format!(
                     "failed to start the plugin: {e}"
                 )));

@@ -713,7 +713,11 @@ async fn restarts(w: &mut CsiWorld) -> StepResult {
     let Some(launcher) = w.config().launcher.clone() else {
         return Err(w.ctx().skip("the plugin was not launched by the harness"));
     };
-    let timeout = w.ctx().run.profile.harness.launch_timeout;
+    let profile = &w.ctx().run.profile;
+    let timeout = profile
+        .harness
+        .launch_timeout
+        .max(profile.csi.health_timeout);
     launcher
         .restart(timeout)
         .await
