@@ -113,9 +113,50 @@ pub struct Entry<'a> {
     /// The clauses this one's failure blocked, in spec order: folded beneath it rather than
     /// listed one by one (a driver whose StartTask crashes blocks two dozen clauses).
     pub blocks: Vec<&'a Case>,
+    /// Other clauses that failed on the same observation (the same expected and seen, with the
+    /// same problem): one bug, one entry (a WaitTask that always answers exit code 0 fails
+    /// three clauses). Each keeps its own verdict in the record and in JUnit.
+    pub same: Vec<&'a Case>,
 }
 
 impl Entry<'_> {
+    /// The clause IDs of this entry: its own, then those that failed on the same observation.
+    pub fn clauses(&self) -> Vec<&str> {
+        std::iter::once(self.case)
+            .chain(self.same.iter().copied())
+            .map(|c| c.clause.as_str())
+            .collect()
+    }
+
+    /// "the same observation fails 2 more clauses: B, C"; empty when it is alone.
+    pub fn same_line(&self) -> String {
+        if self.same.is_empty() {
+            return String::new();
+        }
+        let ids: Vec<&str> = self.same.iter().map(|c| c.clause.as_str()).collect();
+        format!(
+            "the same observation fails {} more clause{}: {}",
+            ids.len(),
+            if ids.len() == 1 { "" } else { "s" },
+            ids.join(", ")
+        )
+    }
+
+    /// One rerun line for every clause of the entry: the case's own, its `--tags @ID` widened
+    /// to all of them (the case's own line when it does not end so).
+    pub fn rerun(&self) -> Option<String> {
+        let own = self.case.rerun.as_deref()?;
+        if self.same.is_empty() {
+            return Some(own.to_string());
+        }
+        let tag = format!("--tags @{}", self.case.clause);
+        let Some(prefix) = own.strip_suffix(&tag) else {
+            return Some(own.to_string());
+        };
+        let all: Vec<String> = self.clauses().iter().map(|id| format!("@{id}")).collect();
+        Some(format!("{prefix}--tags '{}'", all.join(" or ")))
+    }
+
     /// "blocks 3 clauses: A, B, C", naming at most `names` of them; empty when it blocks none.
     pub fn blocks_line(&self, names: usize) -> String {
         if self.blocks.is_empty() {
@@ -150,12 +191,30 @@ pub fn needs_attention(record: &RunRecord) -> Vec<Entry<'_>> {
         match Problem::of(case, record.strict) {
             // A blocked clause folds under its root, known or not.
             Some(_) if case.verdict == Verdict::Blocked => blocked.push(case),
-            Some(problem) => entries.push(Entry {
-                problem,
-                case,
-                reason: entry_reason(case),
-                blocks: Vec::new(),
-            }),
+            Some(problem) => {
+                let reason = entry_reason(case);
+                let key = observation(case);
+                // The same observation as an entry already made: one entry for both.
+                let same = key.as_ref().and_then(|k| {
+                    entries.iter().position(|e| {
+                        e.problem == problem
+                            && e.case.level == case.level
+                            && e.case.known.is_none()
+                            && case.known.is_none()
+                            && observation(e.case).as_ref() == Some(k)
+                    })
+                });
+                match same {
+                    Some(i) => entries[i].same.push(case),
+                    None => entries.push(Entry {
+                        problem,
+                        case,
+                        reason,
+                        blocks: Vec::new(),
+                        same: Vec::new(),
+                    }),
+                }
+            }
             None => {}
         }
     }
@@ -167,6 +226,7 @@ pub fn needs_attention(record: &RunRecord) -> Vec<Entry<'_>> {
                 case,
                 reason: entry_reason(case),
                 blocks: Vec::new(),
+                same: Vec::new(),
             }),
         }
     }
@@ -181,7 +241,10 @@ fn root_entry(record: &RunRecord, entries: &[Entry<'_>], case: &Case) -> Option<
     let mut root = case.blocked_by.as_deref()?;
     // A chain is at most as long as the record; a cycle (never written) ends the search.
     for _ in 0..record.cases.len() {
-        if let Some(i) = entries.iter().position(|e| e.case.clause == root) {
+        if let Some(i) = entries
+            .iter()
+            .position(|e| e.case.clause == root || e.same.iter().any(|c| c.clause == root))
+        {
             return Some(i);
         }
         let next = record
@@ -191,6 +254,29 @@ fn root_entry(record: &RunRecord, entries: &[Entry<'_>], case: &Case) -> Option<
         root = next.blocked_by.as_deref()?;
     }
     None
+}
+
+/// What a failure observed, when its reason says what was expected and what was seen: the
+/// `expected:` line and the `seen:` lines after it, up to the reproduce block. Two failures with
+/// the same observation are one bug seen by several clauses.
+fn observation(case: &Case) -> Option<String> {
+    if case.verdict == Verdict::Blocked {
+        return None;
+    }
+    let reason = case.reason.as_deref()?;
+    let mut lines = reason.lines().skip_while(|l| !l.starts_with("expected:"));
+    let expected = lines.next()?;
+    let mut seen = Vec::new();
+    for l in lines {
+        if l.starts_with("reproduce:") || l.starts_with("rerun") || l.is_empty() {
+            break;
+        }
+        seen.push(l);
+    }
+    if !seen.first().is_some_and(|l| l.starts_with("seen:")) {
+        return None;
+    }
+    Some(format!("{expected}\n{}", seen.join("\n")))
 }
 
 /// Why an entry needs attention, in a line: [`one_line_reason`], with what the list of known

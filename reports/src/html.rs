@@ -151,9 +151,12 @@ struct AttentionView<'a> {
     status: &'static str,
     reason: String,
     blocked_by: Option<&'a str>,
-    rerun: Option<&'a str>,
+    /// One rerun line for the entry's clauses.
+    rerun: Option<String>,
     /// The clauses its failure blocked, folded beneath it.
     blocks: Vec<BlockedView<'a>>,
+    /// The clauses that failed on the same observation, shown in this entry.
+    same: Vec<BlockedView<'a>>,
 }
 
 #[derive(Serialize)]
@@ -180,7 +183,15 @@ fn attention_groups(record: &RunRecord) -> Vec<AttentionGroupView<'_>> {
                     status: status(e.case, record.strict),
                     reason: e.reason.clone(),
                     blocked_by: e.case.blocked_by.as_deref(),
-                    rerun: e.case.rerun.as_deref(),
+                    rerun: e.rerun(),
+                    same: e
+                        .same
+                        .iter()
+                        .map(|c| BlockedView {
+                            id: &c.clause,
+                            title: &c.title,
+                        })
+                        .collect(),
                     blocks: e
                         .blocks
                         .iter()

@@ -134,6 +134,17 @@ pub fn render(record: &RunRecord, verbosity: Verbosity) -> String {
                 continue;
             }
             case_details(&mut out, entry.case, record.strict, verbosity);
+            for case in &entry.same {
+                let _ = writeln!(
+                    out,
+                    "\n--- {} {:<6} {} {}: the same observation as {}",
+                    entry.problem.label(),
+                    case.level.as_str(),
+                    case.clause,
+                    case.title,
+                    entry.case.clause
+                );
+            }
             // What this failure blocked, beneath it rather than a paragraph each.
             if !entry.blocks.is_empty() {
                 let _ = writeln!(
@@ -299,10 +310,13 @@ fn attention_list(out: &mut String, problems: &[Entry<'_>]) {
         if !why.is_empty() {
             let _ = writeln!(out, "          {why}");
         }
+        if !entry.same.is_empty() {
+            let _ = writeln!(out, "          {}", entry.same_line());
+        }
         if !entry.blocks.is_empty() {
             let _ = writeln!(out, "          {}", entry.blocks_line(BLOCKED_NAMES));
         }
-        if let Some(rerun) = &case.rerun {
+        if let Some(rerun) = entry.rerun() {
             let _ = writeln!(out, "          rerun: {rerun}");
         }
     }

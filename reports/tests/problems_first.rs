@@ -387,3 +387,80 @@ fn console_list_is_bounded() {
     );
     assert!(lines[lines.len() - 1].starts_with("1 passed, "));
 }
+
+/// One bug seen by several clauses is one entry: three MUST failures with the same expected and
+/// seen (a WaitTask that always answers exit code 0) are listed once, naming the other two, with
+/// one rerun line for the three; a failure seen differently stays apart, and so does the clause
+/// one of them blocked, folded beneath the shared entry. JUnit keeps a case per clause.
+#[test]
+fn failures_on_the_same_observation_are_one_entry() {
+    let mut r = golden();
+    let t = r.cases[0].clone();
+    let same =
+        "expected: WaitTask returns exit code 3\nseen:     exit_code 0, signal 0\nreproduce:\n  x";
+    let mut blocked = case(
+        &t,
+        "DRIVER-E-BLOCKED",
+        Level::Must,
+        Verdict::Blocked,
+        "blocked by DRIVER-C-AGAIN: a call failed",
+    );
+    blocked.blocked_by = Some("DRIVER-C-AGAIN".into());
+    r.cases = vec![
+        case(&t, "DRIVER-A-EXIT-CODE", Level::Must, Verdict::Fail, same),
+        case(
+            &t,
+            "DRIVER-B-OTHER",
+            Level::Must,
+            Verdict::Fail,
+            "expected: StopTask succeeds\nseen:     UNKNOWN",
+        ),
+        case(&t, "DRIVER-C-AGAIN", Level::Must, Verdict::Fail, same),
+        case(&t, "DRIVER-D-CONCURRENT", Level::Must, Verdict::Fail, same),
+        blocked,
+    ];
+    let list = needs_attention(&r);
+    let ids: Vec<Vec<&str>> = list.iter().map(|e| e.clauses()).collect();
+    assert_eq!(
+        ids,
+        [
+            vec![
+                "DRIVER-A-EXIT-CODE",
+                "DRIVER-C-AGAIN",
+                "DRIVER-D-CONCURRENT"
+            ],
+            vec!["DRIVER-B-OTHER"],
+        ]
+    );
+    let folded: Vec<&str> = list[0].blocks.iter().map(|c| c.clause.as_str()).collect();
+    assert_eq!(
+        folded,
+        ["DRIVER-E-BLOCKED"],
+        "folded under the entry its root joined"
+    );
+    assert_eq!(
+        list[0].rerun().as_deref(),
+        Some(
+            "nomad-conform dhv ./plugin --seed 7 --tags '@DRIVER-A-EXIT-CODE or @DRIVER-C-AGAIN or @DRIVER-D-CONCURRENT'"
+        )
+    );
+    let text = summary::render(&r, Verbosity::Normal);
+    assert!(
+        text.contains(
+            "the same observation fails 2 more clauses: DRIVER-C-AGAIN, DRIVER-D-CONCURRENT"
+        ),
+        "{text}"
+    );
+    let page = html::render(&r).unwrap();
+    assert!(
+        page.contains("the same observation fails 2 more clauses"),
+        "the HTML entry names them"
+    );
+    let xml = nomad_conform_reports::junit::render(&r).unwrap();
+    // Four failures and the blocked clause, each a test case of its own.
+    assert_eq!(
+        xml.matches("<failure").count(),
+        5,
+        "JUnit keeps one case per clause"
+    );
+}

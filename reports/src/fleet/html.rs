@@ -160,8 +160,12 @@ pub fn render_html(fleet: &FleetRecord) -> Result<String, FleetReportError> {
                                 title: e.case.title.clone(),
                                 reason: e.reason.clone(),
                                 blocked_by: e.case.blocked_by.clone(),
-                                rerun: e.case.rerun.clone(),
-                                blocks: e.blocks_line(8),
+                                rerun: e.rerun(),
+                                blocks: [e.same_line(), e.blocks_line(8)]
+                                    .into_iter()
+                                    .filter(|l| !l.is_empty())
+                                    .collect::<Vec<_>>()
+                                    .join("; "),
                             })
                             .collect(),
                     }
