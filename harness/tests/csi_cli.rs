@@ -140,7 +140,13 @@ fn missing_unreachable_or_dying_plugins_get_a_clear_error() {
 
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("p.toml");
-    std::fs::write(&profile, "[harness]\nlaunch_timeout = \"500ms\"\n").unwrap();
+    // A CSI plugin's socket is waited for as long as the longer of the harness's launch
+    // timeout and Nomad's health_timeout: both short here.
+    std::fs::write(
+        &profile,
+        "[harness]\nlaunch_timeout = \"500ms\"\n[csi]\nhealth_timeout = \"500ms\"\n",
+    )
+    .unwrap();
     let t = Instant::now();
     let (code, _, stderr) = run(&[
         "csi",

@@ -234,6 +234,22 @@ fn package_builds_installs_and_runs_the_dhv_suite() {
             .map(|rel| format!("usr/share/nomad-conform/proto/{rel}")),
     );
     expected.extend(expected_man_pages());
+    // The documentation README links to, laid out as in the repository.
+    for (dir, ext) in [
+        ("docs", "md"),
+        ("docs/guides", "md"),
+        ("docs/reference", "md"),
+        ("docs/clauses", "md"),
+        ("docs/ci", "yml"),
+    ] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() && path.extension().is_some_and(|e| e == ext) {
+                let name = path.file_name().unwrap().to_str().unwrap().to_string();
+                expected.insert(format!("usr/share/doc/nomad-conform/{dir}/{name}"));
+            }
+        }
+    }
     assert_eq!(files, expected, "the package's files");
     for asset in table["assets"].as_array().unwrap() {
         let dest = asset[1].as_str().unwrap();

@@ -127,8 +127,10 @@ async fn shim_client_runs_the_probe_and_its_interval_is_recorded() {
         .unwrap_or_else(|| panic!("no ended probe: {:?}", listener.connections()));
     let end = probe.end.expect("end");
     let ran = end - probe.start;
+    // The shim kills it a second after starting it; the interval starts when the probe has
+    // connected, which on a loaded machine (a debug build's start) took 850 ms once.
     assert!(
-        ran >= Duration::from_millis(700) && ran < Duration::from_secs(3),
+        ran >= Duration::from_millis(50) && ran < Duration::from_secs(3),
         "{ran:?}"
     );
     assert_eq!(probe.exit, Some(143), "SIGTERM is reported as 143");

@@ -67,8 +67,11 @@ pub fn negotiate_api_version(versions: &[String]) -> ApiNegotiation {
             }
         }
     }
-    // Highest first (equal versions keep the plugin's order).
-    parsed.sort_by(|a, b| b.compare(a));
+    // The first version the plugin names that equals the one Nomad speaks. Nomad sorts the
+    // list highest first before it looks (with go-version's comparison, which is not a total
+    // order for some prereleases: sorting by it can panic in Rust), but every version it could
+    // pick compares equal to the supported one, so the plugin's own order gives one of them
+    // (Go's sort is not stable either).
     let supported = GoVersion::parse(DRIVER_API_VERSION).expect("v0.1.0 is a version");
     let chosen = parsed
         .iter()

@@ -341,6 +341,14 @@ async fn no_held_output(w: &mut DhvWorld) -> StepResult {
         if held <= grace || call.killed_at_deadline() {
             continue;
         }
+        if call.out.output_held_open && !call.output_holder_seen() {
+            crate::recorder::lock(&w.ctx().case).notes.push(format!(
+                "{}: its output stayed open {} after it exited, but no process it started was found holding it (a process the harness was starting at that moment holds copies of the pipes until it executes): not judged",
+                call.label,
+                crate::fmt_duration(held)
+            ));
+            continue;
+        }
         if call.output_held_past_deadline() {
             return Err(w.precondition(
                 "DHV-GENERAL-OUTPUT-CLOSED-BY-DEADLINE",

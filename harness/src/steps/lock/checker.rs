@@ -285,14 +285,27 @@ pub fn runs_without_lock(
             .map(|h| (h.start, h.valid_until().unwrap_or(until).max(h.start), h))
             .collect();
         held.sort_by_key(|(s, _, _)| *s);
+        // A renew answered 409 while this process ran told its client another holder has the
+        // lock: from then on no later lock of the same client covers this process (under Nomad
+        // the other holder keeps the lock, and a client that re-acquires at once on the
+        // harness's freed lock must not look like one that stopped).
+        let cut = held
+            .iter()
+            .filter(|(_, e, h)| h.conflicted == Some(*e) && *e > p.start && *e < p_end)
+            .map(|(_, e, _)| *e)
+            .min();
+        let covered_until = cut.unwrap_or(p_end);
         let mut cursor = p.start;
         let mut gaps = Vec::new();
         for (s, e, _) in &held {
-            if *s > cursor {
-                gaps.push((cursor, (*s).min(p_end)));
+            if *s >= covered_until {
+                break;
             }
-            cursor = cursor.max(*e);
-            if cursor >= p_end {
+            if *s > cursor {
+                gaps.push((cursor, (*s).min(covered_until)));
+            }
+            cursor = cursor.max((*e).min(covered_until));
+            if cursor >= covered_until {
                 break;
             }
         }
@@ -1114,6 +1127,38 @@ mod tests {
             "{}",
             v[0].detail
         );
+    }
+
+    /// A renew answered 409 ends every claim of that process to a lock: a client that keeps
+    /// its protected process and wins the lock back at once (the harness's server freed it)
+    /// still ran it from the 409 on, as it would beside the new holder under Nomad. A process
+    /// the client started under the new lock is covered by it.
+    #[test]
+    fn a_process_kept_across_a_409_is_not_covered_by_the_next_lock() {
+        let t0 = Instant::now();
+        let until = t0 + ms(5000);
+        let tol = ms(30);
+        let mut l1 = hold("a", "L1", t0, 100, Some(1100));
+        l1.conflicted = Some(t0 + ms(1000));
+        let l2 = hold("a", "L2", t0, 1010, None);
+        let holds = vec![l1, l2];
+        let got = |p: ProbeInterval| -> Vec<(u64, u64)> {
+            runs_without_lock(&[p], &holds, tol, t0, until)
+                .iter()
+                .map(|v| (v.window.start_ms, v.window.end_ms))
+                .collect()
+        };
+        // Kept across the 409 and the quick re-acquire: a violation from the 409 on.
+        assert_eq!(got(probe("a", t0, 120, None)), vec![(1000, 5000)]);
+        // Stopped within the tolerance of the 409: none.
+        assert_eq!(
+            got(probe("a", t0, 120, Some(1020))),
+            Vec::<(u64, u64)>::new()
+        );
+        // Started under the new lock: covered.
+        assert_eq!(got(probe("a", t0, 1020, None)), Vec::<(u64, u64)>::new());
+        let v = runs_without_lock(&[probe("a", t0, 120, None)], &holds, tol, t0, until);
+        assert!(v[0].detail.contains("answered 409"), "{}", v[0].detail);
     }
 
     /// Before: the expiry (the leader's 2 × TTL timer) ended a hold's validity, so a protected
