@@ -338,6 +338,27 @@ pub fn parse_tags(expr: &str) -> Result<TagOperation, crate::error::HarnessError
             "invalid --tags expression: it nests {depth} levels of parentheses and `not`, more than the {MAX_TAG_DEPTH} allowed"
         )));
     }
+    // Unbalanced parentheses are refused before the parser sees them: it backtracks through
+    // every unclosed group, which took 24 s on a 1 KB expression with 32 of them (found by
+    // the tags fuzz target).
+    let mut open = 0usize;
+    for c in expr.chars() {
+        match c {
+            '(' => open += 1,
+            ')' if open == 0 => {
+                return Err(crate::error::HarnessError::Usage(format!(
+                    "invalid --tags expression {expr:?}: a `)` closes no `(`"
+                )));
+            }
+            ')' => open -= 1,
+            _ => {}
+        }
+    }
+    if open > 0 {
+        return Err(crate::error::HarnessError::Usage(format!(
+            "invalid --tags expression {expr:?}: {open} `(` never closed"
+        )));
+    }
     expr.parse::<TagOperation>().map_err(|e| {
         crate::error::HarnessError::Usage(format!("invalid --tags expression {expr:?}: {e}"))
     })

@@ -60,11 +60,22 @@ impl PluginConfigSource {
 
     /// Decode against the plugin's ConfigSchema.
     pub fn decode(&self, spec: &SpecTree) -> Result<Value, String> {
-        match self {
-            PluginConfigSource::Hcl(t) => decode_hcl(spec, t),
-            PluginConfigSource::Json(t) => decode_json_str(spec, t),
-        }
-        .map_err(|e| {
+        let decoded = match self {
+            // The HCL library's integer arithmetic overflows unchecked (`77777 * 7777777777777777`
+            // panics where overflow checks are on, as in the tests; found by the plugin_config
+            // fuzz target): a user's file must get an error, never a crash.
+            PluginConfigSource::Hcl(t) => {
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode_hcl(spec, t)))
+                {
+                    Ok(decoded) => decoded.map_err(|e| e.to_string()),
+                    Err(_) => {
+                        Err("an expression in it cannot be evaluated (an integer overflow?)".into())
+                    }
+                }
+            }
+            PluginConfigSource::Json(t) => decode_json_str(spec, t).map_err(|e| e.to_string()),
+        };
+        decoded.map_err(|e| {
             format!("the plugin configuration does not fit the plugin's ConfigSchema: {e}")
         })
     }
