@@ -84,6 +84,9 @@ pub struct ExecOutput {
     /// Some stray was still running when the settle time was over and the harness killed it:
     /// what it would have done next never happened.
     pub strays_killed: bool,
+    /// Some of `strays` had left the plugin's process group with setsid (found by the run's
+    /// marker in their environment).
+    pub strays_escaped: bool,
 }
 
 impl ExecOutput {
@@ -408,6 +411,7 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
                 output_held_open: false,
                 strays: Vec::new(),
                 strays_killed: false,
+                strays_escaped: false,
             };
         }
     };
@@ -483,7 +487,8 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
                 .filter(|p| !before.contains(&p.pid) && !named.contains(&p.pid)),
         );
     }
-    if !escaped.is_empty() {
+    let strays_escaped = !escaped.is_empty();
+    if strays_escaped {
         crate::escapees::kill(&escaped).await;
         strays_killed = true;
         strays.extend(escaped.into_iter().map(|p| ProcInfo {
@@ -508,6 +513,7 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
         output_held_open,
         strays,
         strays_killed,
+        strays_escaped,
     }
 }
 

@@ -48,7 +48,7 @@ pub fn check_plugin(path: &Path) -> Result<PathBuf, HarnessError> {
     })?;
     let absolute = std::path::absolute(path)
         .map_err(|e| HarnessError::Usage(format!("plugin {shown}: {}", io_reason(&e))))?;
-    let absolute = clean(&absolute);
+    let absolute = crate::plugins::dhv::paths::lexically_clean(&absolute);
     crate::utf8_paths::require(
         "plugin",
         &absolute,
@@ -56,22 +56,6 @@ pub fn check_plugin(path: &Path) -> Result<PathBuf, HarnessError> {
          it its directory as DHV_PLUGIN_DIR",
     )?;
     Ok(absolute)
-}
-
-/// `path` with `.` and `..` resolved lexically, as Go's filepath.Join cleans it.
-fn clean(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(s) => out.push(s),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
 }
 
 fn io_reason(e: &std::io::Error) -> String {
@@ -296,7 +280,10 @@ mod tests {
         std::fs::rename(&f, sub.join("p")).unwrap();
         std::os::unix::fs::symlink("impl/p", &f).unwrap();
         let linked = check_plugin(&dir.path().join("./impl/../p")).unwrap();
-        assert_eq!(linked, clean(&std::path::absolute(&f).unwrap()));
+        assert_eq!(
+            linked,
+            crate::plugins::dhv::paths::lexically_clean(&std::path::absolute(&f).unwrap())
+        );
         assert_eq!(linked.file_name().unwrap(), "p");
         assert!(
             check_plugin(dir.path())

@@ -354,11 +354,7 @@ impl Call {
     /// every pipe until it executes (seen once: 5 s, the reference plugin's fingerprint under a
     /// load of 8 on 2 cores), and the plugin is not blamed for it.
     pub fn output_holder_seen(&self) -> bool {
-        !self.out.held_output.is_empty()
-            || self.out.strays.iter().any(|p| {
-                p.cmdline
-                    .ends_with("left the plugin's process group with setsid")
-            })
+        !self.out.held_output.is_empty() || self.out.strays_escaped
     }
 
     /// Signals the plugin (or a process it started) sent to its process group, which under

@@ -33,11 +33,12 @@ pub fn own_path_problem(path: &str, volumes_dir: &Path, others: &[String]) -> Op
     None
 }
 
-/// A path with `.` and `..` resolved lexically, then symlinks resolved if it exists.
-fn normalise(p: &Path) -> PathBuf {
+/// `path` made absolute with `.` and `..` resolved lexically (as Go's filepath.Join cleans
+/// it), symlinks untouched.
+pub fn lexically_clean(path: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = PathBuf::from("/");
-    for c in p.components() {
+    for c in path.components() {
         match c {
             Component::ParentDir => {
                 out.pop();
@@ -46,6 +47,12 @@ fn normalise(p: &Path) -> PathBuf {
             Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
         }
     }
+    out
+}
+
+/// A path with `.` and `..` resolved lexically, then symlinks resolved if it exists.
+fn normalise(p: &Path) -> PathBuf {
+    let out = lexically_clean(p);
     out.canonicalize().unwrap_or(out)
 }
 

@@ -458,7 +458,7 @@ impl DhvWorld {
     /// itself, and not this.
     fn resolves_outside_run(&self, path: &str) -> Option<PathBuf> {
         let resolved = std::fs::canonicalize(path).ok()?;
-        if resolved == lexically_normal(Path::new(path)) {
+        if resolved == crate::plugins::dhv::paths::lexically_clean(Path::new(path)) {
             return None;
         }
         let run = std::fs::canonicalize(&self.ctx().run.scratch_base).ok()?;
@@ -790,23 +790,6 @@ pub fn created_problem(call: &Call) -> Option<String> {
     }
 }
 
-/// Every path under `dir` (not following symlinks), at most 10 000 entries.
-/// `path` with `.` and `..` taken away lexically, symlinks untouched.
-fn lexically_normal(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(s) => out.push(s),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
-}
-
 /// Write `content` to a new file at `path`: never through a symlink, never over a file that
 /// is already there.
 fn write_new(path: &Path, content: &str) -> std::io::Result<()> {
@@ -820,6 +803,7 @@ fn write_new(path: &Path, content: &str) -> std::io::Result<()> {
         .write_all(content.as_bytes())
 }
 
+/// Every path under `dir` (not following symlinks), at most 10 000 entries.
 pub fn list_tree(dir: &Path) -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];

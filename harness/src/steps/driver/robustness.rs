@@ -20,6 +20,18 @@ use super::{DriverWorld, StepResult};
 use crate::plugins::driver::{DriverRpc, drivers};
 
 /// Stop (SIGKILL), wait for and destroy the latest task, as the client ends a task.
+/// What a StartTask that killed the plugin is reported as.
+fn died_after_start(process: &crate::plugins::driver::PluginProcess, rpc: &DriverRpc) -> String {
+    format!(
+        "the plugin process died ({}) after StartTask answered {}",
+        process
+            .exit_status()
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        rpc.outcome()
+    )
+}
+
 async fn end_latest_task(w: &mut DriverWorld) -> StepResult {
     let i = w.tasks.len() - 1;
     let id = w.tasks[i].id.clone();
@@ -60,14 +72,7 @@ async fn survives(w: &mut DriverWorld, value: &Value) -> Result<Option<String>, 
     let inst = w.instance()?;
     tokio::time::sleep(Duration::from_millis(50)).await;
     if !inst.process.is_alive() {
-        return Ok(Some(format!(
-            "the plugin process died ({}) after StartTask answered {}",
-            inst.process
-                .exit_status()
-                .map(|s| s.to_string())
-                .unwrap_or_default(),
-            rpc.outcome()
-        )));
+        return Ok(Some(died_after_start(&inst.process, &rpc)));
     }
     if rpc.timed_out {
         return Ok(Some(format!("StartTask got no answer: {}", rpc.outcome())));
@@ -188,14 +193,7 @@ async fn generated(w: &mut DriverWorld) -> StepResult {
         let why = if rpc.timed_out {
             format!("StartTask got no answer: {}", rpc.outcome())
         } else {
-            format!(
-                "the plugin process died ({}) after StartTask answered {}",
-                inst.process
-                    .exit_status()
-                    .map(|s| s.to_string())
-                    .unwrap_or_default(),
-                rpc.outcome()
-            )
+            died_after_start(&inst.process, &rpc)
         };
         w.last = vec![rpc];
         w.generated = Some(Err(format!(
