@@ -118,12 +118,11 @@ pub fn cty_msgpack(data: &[u8]) {
     }
 }
 
-/// Serde's and protobuf's JSON of a driver's answer, and its msgpack payloads: what every
+/// Serde's and protobuf's JSON of a driver's answer, its bytes made readable: what every
 /// recorded call makes of a response (`plugins::driver::call`).
 fn recorded<T: Serialize>(message: &T) {
     let record = protojson::record(message);
     let _ = protojson::protobuf_json(&record);
-    let _ = protojson::payloads(&record);
 }
 
 fn decoded<T: Message + Default>(bytes: &[u8]) -> Option<T> {

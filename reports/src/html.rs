@@ -76,7 +76,9 @@ struct CaseView<'a> {
     duration: String,
     text: &'a str,
     basis: Option<&'a str>,
-    reason: Option<&'a str>,
+    reason: Option<String>,
+    /// The calls are listed without their bodies ([`shows_bodies`]).
+    bodies_left_out: bool,
     /// The clause that blocked this one.
     blocked_by: Option<&'a str>,
     /// Clauses this one blocked (it is their root cause).
@@ -231,7 +233,61 @@ struct EventView<'a> {
     notes: &'a [String],
 }
 
-fn event_view(ev: &OpEvent) -> EventView<'_> {
+/// The most of one text (a reason, a request, a response) the page shows; the JSON record keeps
+/// all of it.
+const MAX_SHOWN_TEXT: usize = 16 * 1024;
+
+/// `text`, cut to [`MAX_SHOWN_TEXT`] bytes with a line saying how much more the JSON record holds.
+fn shown(text: &str) -> String {
+    if text.len() <= MAX_SHOWN_TEXT {
+        return text.to_string();
+    }
+    let mut end = MAX_SHOWN_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n… {} more bytes in the JSON record",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+/// The most of a blocked clause's reason the page shows: what it needed and what was seen.
+const MAX_BLOCKED_REASON: usize = 2048;
+
+/// A case's reason as the page shows it. A blocked clause's ends before its reproduce block
+/// (the clause that failed first has it) and is cut shorter.
+fn reason_shown(case: &Case, reason: &str) -> String {
+    if case.verdict != Verdict::Blocked {
+        return shown(reason);
+    }
+    let head = reason
+        .split_once("\nreproduce:")
+        .map_or(reason, |(head, _)| head);
+    if head.len() <= MAX_BLOCKED_REASON {
+        return head.to_string();
+    }
+    let mut end = MAX_BLOCKED_REASON;
+    while !head.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…\n(the whole text is in the JSON record)", &head[..end])
+}
+
+/// Whether the page shows the bodies of a case's calls (requests, responses, reproduce lines):
+/// for a clause that failed, timed out, leaked or errored, where they are the evidence. A
+/// passing, skipped or blocked clause's calls are listed by their outcome and timing only (a
+/// failing driver run's blocked clauses repeat the same StartTask a few dozen times); the JSON
+/// record keeps every body.
+fn shows_bodies(case: &Case) -> bool {
+    !matches!(
+        case.verdict,
+        Verdict::Pass | Verdict::Skip | Verdict::Blocked
+    )
+}
+
+fn event_view(ev: &OpEvent, bodies: bool) -> EventView<'_> {
     let (percent, over) = match ev.deadline_ms {
         Some(d) if d > 0 => {
             let p = ev.duration_ms / d as f64 * 100.0;
@@ -275,6 +331,11 @@ fn event_view(ev: &OpEvent) -> EventView<'_> {
                 || matches!(resp, Response::Http { status, .. } if (1..400).contains(status)),
         ),
     };
+    let (request, response, reproduce) = if bodies {
+        (shown(&request), shown(&response), ev.reproduce.as_deref())
+    } else {
+        (String::new(), String::new(), None)
+    };
     EventView {
         operation: &ev.operation,
         started: fmt_ms(ev.started_ms as f64),
@@ -286,7 +347,7 @@ fn event_view(ev: &OpEvent) -> EventView<'_> {
         response: Value::from(response),
         outcome,
         ok,
-        reproduce: ev.reproduce.as_deref(),
+        reproduce,
         notes: &ev.notes,
     }
 }
@@ -331,12 +392,14 @@ fn outcome_of(r: &Response) -> String {
 
 fn case_view<'a>(case: &'a Case, record: &'a RunRecord) -> CaseView<'a> {
     let strict = record.strict;
+    // The reason in a line: the whole of it (a request, a reproduce script) would double a
+    // failing run's page.
     let search = format!(
         "{} {} {} {} {}",
         case.clause,
         case.title,
         case.text,
-        case.reason.as_deref().unwrap_or(""),
+        crate::attention::one_line_reason(case),
         status(case, strict)
     )
     .to_lowercase();
@@ -349,7 +412,7 @@ fn case_view<'a>(case: &'a Case, record: &'a RunRecord) -> CaseView<'a> {
         duration: fmt_ms(case.duration_ms as f64),
         text: &case.text,
         basis: case.basis.as_deref(),
-        reason: case.reason.as_deref(),
+        reason: case.reason.as_deref().map(|r| reason_shown(case, r)),
         blocked_by: case.blocked_by.as_deref(),
         blocks: record
             .cases
@@ -379,7 +442,12 @@ fn case_view<'a>(case: &'a Case, record: &'a RunRecord) -> CaseView<'a> {
                 outcome: format!("{:?}", s.outcome).to_lowercase(),
             })
             .collect(),
-        events: case.events.iter().map(event_view).collect(),
+        events: case
+            .events
+            .iter()
+            .map(|ev| event_view(ev, shows_bodies(case)))
+            .collect(),
+        bodies_left_out: !shows_bodies(case) && !case.events.is_empty(),
         attachments: case.attachments.iter().map(attachment_view).collect(),
         spec: format!("{}:{}", case.spec_file, case.line),
         search: Value::from(search),

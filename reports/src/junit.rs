@@ -385,13 +385,18 @@ fn testcase_with<'a>(
                 format!("{} (warning)", case.level.as_str())
             };
             s.set_type(v.as_str());
+            // What was expected beside what was seen, as the console's list says it; a blocked
+            // case keeps its "blocked by" line.
+            let line = match crate::attention::one_line_reason(case) {
+                l if l.is_empty() || v == Verdict::Blocked => first_line(reason),
+                l => l,
+            };
             match &case.known {
                 Some(k) if k.status == KnownStatus::Expired => s.set_message(format!(
-                    "{level}: the known-failure entry expired on {}: {}",
+                    "{level}: the known-failure entry expired on {}: {line}",
                     k.expires.as_deref().unwrap_or("?"),
-                    first_line(reason)
                 )),
-                _ => s.set_message(format!("{level}: {}", first_line(reason))),
+                _ => s.set_message(format!("{level}: {line}")),
             };
             s.set_description(text(case, Part::Description));
             s

@@ -266,9 +266,10 @@ fn junit_shape() {
     );
     assert!(xml.contains(r#"classname="dhv.create""#));
     assert!(xml.contains(r#"name="DHV-CREATE-IDEMPOTENT: create is idempotent""#));
-    // The message is one line; the whole story is in the element body.
+    // The message is one line, what was expected beside what was seen; the whole story is in
+    // the element body.
     assert!(
-        xml.contains(r#"<failure message="MUST: expected: the volume keeps its contents when create runs again" type="fail">"#),
+        xml.contains(r#"<failure message="MUST: expected: the volume keeps its contents when create runs again; seen: /tmp/"#),
         "{xml}"
     );
     assert!(xml.contains("<error message=\"MUST: interrupted"), "{xml}");

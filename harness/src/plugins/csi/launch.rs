@@ -90,6 +90,16 @@ impl Launcher {
             .unwrap_or_else(Instant::now)
     }
 
+    /// How the plugin ended and its output, when it died by itself since it was last started
+    /// (None while it runs, and once the harness stopped it).
+    pub fn died(&self) -> Option<(std::process::ExitStatus, String)> {
+        let mut guard = self.child.try_lock().ok()?;
+        let (child, _) = guard.as_mut()?;
+        let status = child.try_wait().ok().flatten()?;
+        drop(guard);
+        Some((status, self.log_tail()))
+    }
+
     /// The last lines the plugin printed.
     pub fn log_tail(&self) -> String {
         let ex = self.log.lock().map(|c| c.excerpt(4096)).unwrap_or_default();

@@ -20,7 +20,7 @@ use tonic::{Code, Status};
 
 use super::launch_spec::LaunchSpec;
 use super::protocol::{RECOVERABLE_ERROR_TYPE_URL, Service};
-use super::protojson::{self, Payload};
+use super::protojson;
 use super::reproduce::reproduce_script;
 use crate::plugins::grpc;
 use crate::plugins::grpc::code_name;
@@ -124,8 +124,6 @@ pub struct DriverRpc {
     pub details: Option<StatusDetails>,
     /// The response, record form, when the code is OK.
     pub response: Option<Value>,
-    /// msgpack payloads of the request and the response (`request.`/`response.` paths).
-    pub payloads: Vec<Payload>,
     pub started: Instant,
     pub duration: Duration,
     pub deadline: Deadline,
@@ -145,7 +143,6 @@ impl DriverRpc {
             message: "no answer before the deadline (the harness stopped waiting)".into(),
             details: None,
             response: None,
-            payloads: Vec::new(),
             started: Instant::now() - open_for,
             duration: open_for,
             deadline: Deadline::from(open_for),
@@ -204,12 +201,6 @@ impl DriverRpc {
                     .unwrap_or_default()
             ));
         }
-        notes.extend(self.payloads.iter().map(|p| {
-            format!(
-                "{} ({} bytes of msgpack), base64: {}",
-                p.path, p.bytes, p.base64
-            )
-        }));
         if self.timed_out {
             notes.push("no answer before the deadline".into());
         }
@@ -244,7 +235,6 @@ where
 {
     let deadline = deadline.into();
     let request_json = protojson::record(&request);
-    let mut payloads = prefixed("request", protojson::payloads(&request_json));
     let grpc::Timed {
         started,
         duration,
@@ -265,7 +255,6 @@ where
         message: String::new(),
         details: None,
         response: None,
-        payloads: Vec::new(),
         started,
         duration,
         deadline,
@@ -275,7 +264,6 @@ where
         Some(Ok(resp)) => {
             let inner = resp.into_inner();
             let json = protojson::record(&inner);
-            payloads.extend(prefixed("response", protojson::payloads(&json)));
             rpc.response = Some(json);
             Some(inner)
         }
@@ -295,18 +283,7 @@ where
             None
         }
     };
-    rpc.payloads = payloads;
     (rpc, typed)
-}
-
-fn prefixed(prefix: &str, payloads: Vec<Payload>) -> Vec<Payload> {
-    payloads
-        .into_iter()
-        .map(|p| Payload {
-            path: format!("{prefix}.{}", p.path),
-            ..p
-        })
-        .collect()
 }
 
 #[cfg(test)]

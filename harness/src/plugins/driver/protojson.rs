@@ -5,8 +5,10 @@
 //! derived from that:
 //! * the **record** form ([`record`]), shown in reports: oneofs flattened to the field the
 //!   proto names (`{"block": {"Attr": x}}` becomes `{"Attr": x}`), unset messages (null) left
-//!   out, bytes kept as number arrays; msgpack payloads are listed beside it as base64
-//!   ([`payloads`]);
+//!   out, and bytes made readable ([`readable_bytes`]): a msgpack payload decoded to JSON
+//!   beside its base64 (`{"msgpack": {...}, "base64": "..."}`), other bytes as their text
+//!   (`{"text": "..."}`), and bytes that are neither as hex (`{"hex": "..."}`); never a list
+//!   of numbers;
 //! * the **protobuf JSON** form ([`protobuf_json`]), which grpcurl reads: the record form with
 //!   the few fields whose proto names are not snake_case renamed (`ClientMaxPort`,
 //!   `hostsConfig`, `PercentTicks`, ...) and every bytes field written as base64, as the
@@ -73,16 +75,6 @@ const BYTES_FIELDS: &[&str] = &[
 /// `bytes` fields that carry MessagePack.
 const MSGPACK_FIELDS: &[&str] = &["msgpack_config", "msgpack_driver_config", "driver_state"];
 
-/// A msgpack payload found in a message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Payload {
-    /// Dotted path of the field (`task.msgpack_driver_config`, `handle.driver_state`).
-    pub path: String,
-    pub bytes: usize,
-    /// The bytes, base64 (standard alphabet, padded).
-    pub base64: String,
-}
-
 /// The record form of a message (see the module docs).
 pub fn record<T: Serialize>(message: &T) -> Value {
     let v = serde_json::to_value(message).unwrap_or(Value::Null);
@@ -95,6 +87,10 @@ fn flatten(v: Value) -> Value {
             let mut out = Map::new();
             for (k, v) in map {
                 if v.is_null() {
+                    continue;
+                }
+                if let Some(bytes) = as_bytes(&k, &v) {
+                    out.insert(k.clone(), readable_bytes(&k, &bytes));
                     continue;
                 }
                 if let Some((_, variants)) = ONEOFS.iter().find(|(field, _)| *field == k)
@@ -143,53 +139,65 @@ fn rewrite(v: &Value, parent: Option<&str>) -> Value {
     }
 }
 
-/// The bytes of a `bytes` field as serde wrote it (an array of numbers 0-255).
+/// The bytes of a `bytes` field: as serde wrote it (an array of numbers 0-255), or in the
+/// record form's readable forms (see [`readable_bytes`]).
 fn as_bytes(key: &str, v: &Value) -> Option<Vec<u8>> {
     if !BYTES_FIELDS.contains(&key) {
         return None;
     }
-    v.as_array()?
-        .iter()
-        .map(|n| n.as_u64().and_then(|n| u8::try_from(n).ok()))
-        .collect()
-}
-
-/// Every msgpack payload in a record-form message.
-pub fn payloads(record: &Value) -> Vec<Payload> {
-    let mut found = Vec::new();
-    walk(record, "", &mut found);
-    found
-}
-
-fn walk(v: &Value, path: &str, found: &mut Vec<Payload>) {
     match v {
-        Value::Object(map) => {
-            for (k, v) in map {
-                let here = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                if MSGPACK_FIELDS.contains(&k.as_str())
-                    && let Some(bytes) = as_bytes(k, v)
-                {
-                    found.push(Payload {
-                        path: here,
-                        bytes: bytes.len(),
-                        base64: STANDARD.encode(&bytes),
-                    });
-                } else {
-                    walk(v, &here, found);
-                }
+        Value::Array(items) => items
+            .iter()
+            .map(|n| n.as_u64().and_then(|n| u8::try_from(n).ok()))
+            .collect(),
+        Value::Object(form) => {
+            if let Some(b64) = form.get("base64").and_then(Value::as_str) {
+                STANDARD.decode(b64).ok()
+            } else if let Some(text) = form.get("text").and_then(Value::as_str) {
+                Some(text.as_bytes().to_vec())
+            } else {
+                from_hex(form.get("hex")?.as_str()?)
             }
         }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                walk(item, &format!("{path}[{i}]"), found);
-            }
-        }
-        _ => {}
+        _ => None,
     }
+}
+
+/// The record form of a `bytes` field: a msgpack field that decodes is shown as JSON beside
+/// its base64 (which grpcurl's reproduce line needs exactly); bytes that are UTF-8 text as
+/// that text; anything else as hex.
+pub fn readable_bytes(key: &str, bytes: &[u8]) -> Value {
+    let mut form = Map::new();
+    if MSGPACK_FIELDS.contains(&key) {
+        if let Ok(decoded) = nomad_conform_hclspec::read_json(bytes) {
+            form.insert("msgpack".into(), decoded);
+            form.insert("base64".into(), Value::String(STANDARD.encode(bytes)));
+            return Value::Object(form);
+        }
+    } else if let Ok(text) = std::str::from_utf8(bytes) {
+        form.insert("text".into(), Value::String(text.to_owned()));
+        return Value::Object(form);
+    }
+    form.insert("hex".into(), Value::String(to_hex(bytes)));
+    Value::Object(form)
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn from_hex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 #[cfg(test)]
@@ -213,7 +221,11 @@ mod tests {
             plugin_api_version: "v0.1.0".into(),
         };
         let rec = record(&req);
-        assert_eq!(rec["msgpack_config"], json!([128]));
+        // An empty msgpack map, decoded, beside its base64.
+        assert_eq!(
+            rec["msgpack_config"],
+            json!({"msgpack": {}, "base64": "gA=="})
+        );
         assert_eq!(
             protobuf_json(&rec),
             json!({
@@ -222,14 +234,30 @@ mod tests {
                 "plugin_api_version": "v0.1.0"
             })
         );
-        assert_eq!(
-            payloads(&rec),
-            [Payload {
-                path: "msgpack_config".into(),
-                bytes: 1,
-                base64: "gA==".into()
-            }]
-        );
+    }
+
+    #[test]
+    fn bytes_are_never_lists_of_numbers() {
+        // Not msgpack: hex, and back to the same bytes for grpcurl.
+        let req = base::SetConfigRequest {
+            msgpack_config: vec![0xc1, 0x00],
+            ..Default::default()
+        };
+        let rec = record(&req);
+        assert_eq!(rec["msgpack_config"], json!({"hex": "c100"}));
+        assert_eq!(protobuf_json(&rec)["msgpack_config"], json!("wQA="));
+        // Output bytes that are text: the text.
+        let out = drivers::ExecTaskStreamingResponse {
+            stdout: Some(drivers::ExecTaskStreamingIoOperation {
+                data: b"hello\n".to_vec(),
+                close: false,
+            }),
+            ..Default::default()
+        };
+        let rec = record(&out);
+        assert_eq!(rec["stdout"]["data"], json!({"text": "hello\n"}));
+        assert_eq!(protobuf_json(&rec)["stdout"]["data"], json!("aGVsbG8K"));
+        assert!(!rec.to_string().contains("[104"), "{rec}");
     }
 
     #[test]
@@ -246,10 +274,6 @@ mod tests {
         let j = protobuf_json(&record(&req));
         assert_eq!(j["task"]["env"], json!({"topology": "x", "data": "y"}));
         assert_eq!(j["task"]["msgpack_driver_config"], json!("AQI="));
-        assert_eq!(
-            payloads(&record(&req))[0].path,
-            "task.msgpack_driver_config"
-        );
     }
 
     #[test]

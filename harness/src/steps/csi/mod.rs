@@ -1027,6 +1027,19 @@ impl CsiWorld {
                 "\nnote: Nomad sends no secrets with ControllerUnpublishVolume (client/structs/csi.go copies only the volume and node IDs), so neither does the harness: a plugin that needs them can never release a claim"
             })
             .unwrap_or_default();
+        // A plugin the harness launched that died by itself: its crash first, in a line (what
+        // the one-line reason shows), and its last words after what was seen.
+        let seen = match self.config().launcher.as_ref().and_then(|l| l.died()) {
+            Some((status, log)) => format!(
+                "{}\n{seen}\nthe plugin process died ({status}); its last words:\n{}",
+                match crate::crash::headline(&log) {
+                    Some(crash) => format!("the plugin crashed ({status}): {crash}"),
+                    None => format!("the plugin process died ({status})"),
+                },
+                crate::crash::last_words(&log)
+            ),
+            None => seen.to_string(),
+        };
         crate::steps::failure_text(expected, &format!("{seen}{hint}{secrets_hint}"), &repro)
     }
 }

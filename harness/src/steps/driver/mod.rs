@@ -252,9 +252,9 @@ impl DriverWorld {
         if calls.iter().any(|c| c.timed_out) {
             self.ctx().hint(Hint::TimedOut);
         }
-        let died = self.died_note();
-        let seen = match &died {
-            Some(note) => format!("{seen}\n{note}"),
+        let seen = match self.died() {
+            // The crash first: it is what the one-line reason shows.
+            Some(died) => format!("{}\n{seen}\n{}", died.headline, died.note),
             None => seen.to_string(),
         };
         let seen = seen.as_str();
@@ -266,9 +266,10 @@ impl DriverWorld {
         crate::steps::failure_text(expected, seen, &repro)
     }
 
-    /// When the current plugin process died by itself: how, and its last words on stderr (a Go
-    /// `panic:` with the first goroutine's frames, when there is one).
-    pub fn died_note(&self) -> Option<String> {
+    /// When the current plugin process died by itself: how, in a line (its panic and the first
+    /// frame of its own code, when stderr has one), and its last words on stderr (a Go `panic:`
+    /// with the first goroutine's frames, when there is one).
+    pub fn died(&self) -> Option<Died> {
         let inst = self.instances.current()?;
         let p = &inst.process;
         if p.is_alive() || p.killed_by_harness() {
@@ -278,10 +279,18 @@ impl DriverWorld {
             .exit_status()
             .map(|s| s.to_string())
             .unwrap_or_else(|| "gone".into());
-        Some(format!(
-            "the plugin process died ({status}); its last words on stderr:\n{}",
-            crate::crash::last_words(&p.stderr_tail())
-        ))
+        let stderr = p.stderr_tail();
+        let headline = match crate::crash::headline(&stderr) {
+            Some(crash) => format!("the plugin crashed ({status}): {crash}"),
+            None => format!("the plugin process died ({status})"),
+        };
+        Some(Died {
+            headline,
+            note: format!(
+                "the plugin process died ({status}); its last words on stderr:\n{}",
+                crate::crash::last_words(&stderr)
+            ),
+        })
     }
 
     /// Whether the driver's task processes can be seen in /proc (the probe's finding). When
@@ -740,4 +749,11 @@ impl DriverWorld {
                 .harness_error("no call was made before this step")
         })
     }
+}
+
+/// How a plugin process that died by itself went: a line for the one-line "seen", and its last
+/// words for the failure's body.
+pub struct Died {
+    pub headline: String,
+    pub note: String,
 }

@@ -122,17 +122,25 @@ impl LockWorld {
     /// A failure text with the rerun line and `exchanges` as curl lines; a client that crashed
     /// (a panic, a traceback) has the first lines of its crash added to what was seen.
     pub fn fail(&self, expected: &str, seen: &str, exchanges: &[&Exchange]) -> String {
-        let mut seen = seen.to_string();
-        for crash in self.crashes() {
-            seen.push('\n');
-            seen.push_str(&crash);
+        let crashes = self.crashes();
+        // The crash first, in a line: it is what the one-line reason shows.
+        let mut seen = match crashes.first() {
+            Some((label, stderr)) => format!(
+                "{label} crashed: {}\n{seen}",
+                crate::crash::headline(stderr).unwrap_or_default()
+            ),
+            None => seen.to_string(),
+        };
+        for (label, stderr) in &crashes {
+            if let Some(report) = crate::crash::report(stderr) {
+                seen.push_str(&format!("\n{label} crashed:\n{report}"));
+            }
         }
         crate::steps::failure_text(expected, &seen, &self.reproduce(exchanges))
     }
 
-    /// `client-1 crashed: <first lines of its panic or traceback>`, for each client whose
-    /// stderr holds one.
-    pub fn crashes(&self) -> Vec<String> {
+    /// The label and stderr of each client whose stderr holds a crash (a panic, a traceback).
+    pub fn crashes(&self) -> Vec<(String, String)> {
         let Some(scene) = self.scene.as_ref() else {
             return Vec::new();
         };
@@ -141,8 +149,8 @@ impl LockWorld {
             .iter()
             .filter_map(|c| {
                 let stderr: Vec<String> = c.tasks().iter().map(|t| t.stderr.text.clone()).collect();
-                crate::crash::report(&stderr.join("\n"))
-                    .map(|r| format!("{} crashed:\n{r}", c.label()))
+                let stderr = stderr.join("\n");
+                crate::crash::report(&stderr).map(|_| (c.label().to_string(), stderr))
             })
             .collect()
     }
