@@ -255,6 +255,9 @@ pub fn finish_record<C>(run: &RunCtx<C>, meta: RunMeta, interrupted: bool) -> Ru
         merged_from: Vec::new(),
         cases: run.store.take_cases(),
     };
+    // A shard's record may lack the clause a precondition's call belongs to; the merge settles.
+    let complete = record.shard.is_none();
+    record.settle_preconditions(complete);
     nomad_conform_reports::redact::redact_in_place(&mut record, &run.store.secrets());
     record
 }

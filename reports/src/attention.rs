@@ -135,11 +135,22 @@ impl Entry<'_> {
         }
         let ids: Vec<&str> = self.same.iter().map(|c| c.clause.as_str()).collect();
         format!(
-            "the same observation fails {} more clause{}: {}",
+            "{} {} more clause{}: {}",
+            self.same_says(),
             ids.len(),
             if ids.len() == 1 { "" } else { "s" },
             ids.join(", ")
         )
+    }
+
+    /// How [`Entry::same_line`] begins: a failure's observation fails clauses, a failed
+    /// precondition blocks them.
+    pub fn same_says(&self) -> &'static str {
+        if self.problem == Problem::Blocked {
+            "the same failed precondition blocks"
+        } else {
+            "the same observation fails"
+        }
     }
 
     /// One rerun line for every clause of the entry: the case's own, its `--tags @ID` widened
@@ -219,9 +230,23 @@ pub fn needs_attention(record: &RunRecord) -> Vec<Entry<'_>> {
         }
     }
     for case in blocked {
-        match root_entry(record, &entries, case) {
-            Some(i) => entries[i].blocks.push(case),
-            None => entries.push(Entry {
+        let precondition = precondition_observation(case);
+        // A precondition that failed the same way for several clauses (no clause of the run
+        // failed on it): one entry for them all.
+        let same = || {
+            let key = precondition.as_ref()?;
+            entries.iter().position(|e| {
+                e.problem == Problem::Blocked
+                    && e.case.level == case.level
+                    && e.case.known.is_none()
+                    && case.known.is_none()
+                    && precondition_observation(e.case).as_ref() == Some(key)
+            })
+        };
+        match (root_entry(record, &entries, case), same()) {
+            (Some(i), _) => entries[i].blocks.push(case),
+            (None, Some(i)) => entries[i].same.push(case),
+            (None, None) => entries.push(Entry {
                 problem: Problem::of(case, record.strict).unwrap_or(Problem::Blocked),
                 case,
                 reason: entry_reason(case),
@@ -276,6 +301,22 @@ fn observation(case: &Case) -> Option<String> {
     if !seen.first().is_some_and(|l| l.starts_with("seen:")) {
         return None;
     }
+    Some(format!("{expected}\n{}", seen.join("\n")))
+}
+
+/// What a blocked clause that names no root saw of the precondition that failed (a call it
+/// needs, judged by a clause that did not fail: see `RunRecord::settle_preconditions`): its
+/// `expected:` and `seen:` lines.
+fn precondition_observation(case: &Case) -> Option<String> {
+    if case.verdict != Verdict::Blocked || case.blocked_by.is_some() {
+        return None;
+    }
+    let reason = case.reason.as_deref()?;
+    let mut lines = reason.lines().skip_while(|l| !l.starts_with("expected:"));
+    let expected = lines.next()?;
+    let seen: Vec<&str> = lines
+        .take_while(|l| !(l.starts_with("reproduce:") || l.starts_with("rerun") || l.is_empty()))
+        .collect();
     Some(format!("{expected}\n{}", seen.join("\n")))
 }
 
@@ -376,6 +417,46 @@ mod tests {
             attachments: Vec::new(),
             known: None,
         }
+    }
+
+    #[test]
+    fn a_precondition_that_failed_in_a_passing_clause_is_one_finding() {
+        let blocked = |id: &str, level| {
+            let mut c = case(id, level, Verdict::Blocked, "");
+            c.blocked_by = Some("CSI-NOMAD-CLAIM".into());
+            c.reason = Some("blocked by CSI-NOMAD-CLAIM: this clause cannot be judged because a call it needs failed\nexpected: precondition: ControllerPublishVolume succeeds\nseen:     ControllerPublishVolume RESOURCE_EXHAUSTED: node has too many volumes\nreproduce:\n  grpcurl ...".into());
+            c
+        };
+        let mut record = RunRecord::for_tests(vec![
+            case("CSI-NOMAD-CLAIM", Level::Must, Verdict::Pass, ""),
+            blocked("CSI-A", Level::Must),
+            blocked("CSI-B", Level::Must),
+            blocked("CSI-C", Level::Must),
+            blocked("CSI-D", Level::Should),
+        ]);
+        record.settle_preconditions(true);
+        let entries = needs_attention(&record);
+        // One entry for the MUST clauses, one for the SHOULD one; neither names the clause that
+        // passed as a cause.
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        let e = &entries[0];
+        assert_eq!(e.clauses(), ["CSI-A", "CSI-B", "CSI-C"]);
+        assert_eq!(e.case.blocked_by, None);
+        assert_eq!(
+            e.same_line(),
+            "the same failed precondition blocks 2 more clauses: CSI-B, CSI-C"
+        );
+        assert!(e.reason.contains("RESOURCE_EXHAUSTED"), "{}", e.reason);
+        assert_eq!(
+            e.rerun().unwrap(),
+            "nomad-conform dhv ./p --seed 1 --tags '@CSI-A or @CSI-B or @CSI-C'"
+        );
+        let text = e.case.reason.as_deref().unwrap();
+        assert!(
+            text.starts_with("precondition failed: a call this clause needs failed here, though CSI-NOMAD-CLAIM, the clause that judges that call, passed"),
+            "{text}"
+        );
+        assert_eq!(entries[1].clauses(), ["CSI-D"]);
     }
 
     #[test]

@@ -159,6 +159,42 @@ struct AttentionView<'a> {
     blocks: Vec<BlockedView<'a>>,
     /// The clauses that failed on the same observation, shown in this entry.
     same: Vec<BlockedView<'a>>,
+    /// How the line naming them begins ([`crate::attention::Entry::same_says`]).
+    same_says: &'static str,
+}
+
+/// Clauses not judged because of the node the run was on (a runtime missing, a driver
+/// UNDETECTED here): one card per reason, the clauses folded under it, no failure.
+#[derive(Serialize)]
+struct UnjudgedView<'a> {
+    reason: &'a str,
+    clauses: Vec<BlockedView<'a>>,
+}
+
+fn unjudged_groups(record: &RunRecord) -> Vec<UnjudgedView<'_>> {
+    let mut groups: Vec<UnjudgedView<'_>> = Vec::new();
+    for case in record.cases.iter().filter(|c| c.not_judged_on_this_node()) {
+        let reason = case
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .trim_start_matches(crate::model::NOT_JUDGED_ON_THIS_NODE)
+            .lines()
+            .next()
+            .unwrap_or_default();
+        let view = BlockedView {
+            id: &case.clause,
+            title: &case.title,
+        };
+        match groups.iter_mut().find(|g| g.reason == reason) {
+            Some(g) => g.clauses.push(view),
+            None => groups.push(UnjudgedView {
+                reason,
+                clauses: vec![view],
+            }),
+        }
+    }
+    groups
 }
 
 #[derive(Serialize)]
@@ -186,6 +222,7 @@ fn attention_groups(record: &RunRecord) -> Vec<AttentionGroupView<'_>> {
                     reason: e.reason.clone(),
                     blocked_by: e.case.blocked_by.as_deref(),
                     rerun: e.rerun(),
+                    same_says: e.same_says(),
                     same: e
                         .same
                         .iter()
@@ -520,11 +557,12 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
     // blocked, so their cards do not stand between the failures and the rest.
     let mut blocked_groups: Vec<GroupView<'_>> = Vec::new();
     for (root, cases) in crate::summary::blocked_by_root(record) {
+        let link = (root != crate::summary::PRECONDITION_ROOT).then_some(root);
         for case in cases {
             add_to_group(
                 &mut blocked_groups,
                 format!("blocked by {root}"),
-                Some(root),
+                link,
                 case,
                 record,
             );
@@ -602,6 +640,7 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
         total => record.cases.len(),
         counts => Value::from(minijinja::value::Serde(&counts)),
         attention => Value::from(minijinja::value::Serde(&attention_groups(record))),
+        unjudged => Value::from(minijinja::value::Serde(&unjudged_groups(record))),
         attention_total => record.cases.len() - passing_count,
         problem_groups => Value::from(minijinja::value::Serde(&problem_groups)),
         blocked_groups => Value::from(minijinja::value::Serde(&blocked_groups)),

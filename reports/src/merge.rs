@@ -58,5 +58,8 @@ pub fn merge(records: Vec<RunRecord>) -> Result<RunRecord, MergeError> {
         .sort_by(|a, b| (&a.spec_file, a.line).cmp(&(&b.spec_file, b.line)));
     merged.shard = None;
     merged.run_id = merged.merged_from.join("+");
+    // Every shard's clauses are here now: a precondition whose clause passed in another shard
+    // is settled (whether every shard was given is the caller's to check).
+    merged.settle_preconditions(true);
     Ok(merged)
 }

@@ -649,7 +649,47 @@ fn reason_head(reason: &str) -> String {
     }
 }
 
+/// The first line the recorder gives a blocked case's reason: `blocked by ROOT: ...`.
+const BLOCKED_LINE_END: &str = ": this clause cannot be judged because a call it needs failed";
+
 impl RunRecord {
+    /// A blocked clause never names as its cause a clause that did not fail. A precondition that
+    /// failed inside a clause whose own check passed (or was skipped), or inside a clause this
+    /// run did not hold, is a finding of its own: the case's `blocked_by` is cleared and its
+    /// reason says which clause judges that call and what became of it. `complete` says the
+    /// record holds every clause that ran (not one shard's): only then is a root missing from it
+    /// known not to have run.
+    pub fn settle_preconditions(&mut self, complete: bool) {
+        let verdicts: std::collections::HashMap<String, Verdict> = self
+            .cases
+            .iter()
+            .map(|c| (c.clause.clone(), c.verdict))
+            .collect();
+        for case in &mut self.cases {
+            let (Verdict::Blocked, Some(root)) = (case.verdict, case.blocked_by.as_deref()) else {
+                continue;
+            };
+            let fate = match verdicts.get(root) {
+                Some(Verdict::Pass) => "passed",
+                Some(Verdict::Skip) => "was skipped",
+                None if complete => "did not run in this run",
+                _ => continue,
+            };
+            let line = format!(
+                "precondition failed: a call this clause needs failed here, though {root}, the clause that judges that call, {fate}"
+            );
+            let prefix = format!("blocked by {root}{BLOCKED_LINE_END}");
+            case.reason = Some(match case.reason.as_deref() {
+                Some(r) => match r.strip_prefix(&prefix) {
+                    Some(rest) => format!("{line}{rest}"),
+                    None => format!("{line}\n{r}"),
+                },
+                None => line,
+            });
+            case.blocked_by = None;
+        }
+    }
+
     /// What the run judged: see [`Coverage`].
     pub fn coverage(&self) -> Coverage {
         let mut c = Coverage {
@@ -743,6 +783,51 @@ mod tests {
         // A blocked SHOULD is not a failure, but the run was not fully judged.
         let r = record(&[(Must, Pass), (Should, Blocked)]);
         assert_eq!(r.assessment(), Assessment::Incomplete);
+    }
+
+    #[test]
+    fn a_blocked_clause_never_names_a_clause_that_did_not_fail() {
+        use Level::*;
+        use Verdict::*;
+        let mut r = record(&[
+            (Must, Pass),
+            (Must, Blocked),
+            (Should, Blocked),
+            (Must, Blocked),
+        ]);
+        for (i, c) in r.cases.iter_mut().enumerate() {
+            c.clause = format!("CSI-C{i}");
+        }
+        let blocked = |by: &str| {
+            format!(
+                "blocked by {by}{BLOCKED_LINE_END}\nexpected: precondition: ControllerPublishVolume succeeds\nseen:     RESOURCE_EXHAUSTED"
+            )
+        };
+        for (i, by) in [(1, "CSI-C0"), (2, "CSI-GONE"), (3, "CSI-C1")] {
+            r.cases[i].blocked_by = Some(by.into());
+            r.cases[i].reason = Some(blocked(by));
+        }
+        // One shard's record: a root it does not hold may have failed in another.
+        let mut shard = r.clone();
+        shard.settle_preconditions(false);
+        assert_eq!(shard.cases[2].blocked_by.as_deref(), Some("CSI-GONE"));
+        r.settle_preconditions(true);
+        // C0 passed: C1 is not blocked by it, and says so.
+        assert_eq!(r.cases[1].blocked_by, None);
+        let reason = r.cases[1].reason.as_deref().unwrap();
+        assert!(
+            reason.starts_with("precondition failed: a call this clause needs failed here, though CSI-C0, the clause that judges that call, passed\nexpected: precondition"),
+            "{reason}"
+        );
+        assert!(
+            r.cases[2]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("CSI-GONE, the clause that judges that call, did not run in this run")
+        );
+        // C1 did not pass (it was blocked): C3 stays blocked by it.
+        assert_eq!(r.cases[3].blocked_by.as_deref(), Some("CSI-C1"));
     }
 
     fn record(cases: &[(Level, Verdict)]) -> RunRecord {

@@ -355,11 +355,15 @@ pub fn blocked_by_root(record: &RunRecord) -> Vec<(&str, Vec<&Case>)> {
     )
 }
 
+/// What blocked clauses that name no clause are grouped under.
+pub const PRECONDITION_ROOT: &str = "a precondition that failed";
+
 /// `cases` (blocked ones) grouped by the clause named in their `blocked_by`.
 fn group_by_root<'a>(cases: impl Iterator<Item = &'a Case>) -> Vec<(&'a str, Vec<&'a Case>)> {
     let mut groups: Vec<(&str, Vec<&Case>)> = Vec::new();
     for case in cases {
-        let root = case.blocked_by.as_deref().unwrap_or("(unknown)");
+        // A precondition that failed in no failing clause: `RunRecord::settle_preconditions`.
+        let root = case.blocked_by.as_deref().unwrap_or(PRECONDITION_ROOT);
         match groups.iter_mut().find(|(r, _)| *r == root) {
             Some((_, v)) => v.push(case),
             None => groups.push((root, vec![case])),

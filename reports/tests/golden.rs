@@ -373,3 +373,42 @@ fn redaction_reaches_every_writer() {
         assert!(rendered.contains(redact::MARK));
     }
 }
+
+/// A clause not judged because of the node is one neutral card naming the reason, the clauses
+/// folded under it; a precondition that failed in a clause that passed is not blamed on it.
+#[test]
+fn html_folds_what_this_node_could_not_judge_and_never_blames_a_passing_clause() {
+    let mut record = golden();
+    let i = record
+        .cases
+        .iter()
+        .position(|c| c.verdict == Verdict::Pass)
+        .unwrap();
+    let passing = record.cases[i].clause.clone();
+    let j = record
+        .cases
+        .iter()
+        .position(|c| c.verdict == Verdict::Skip)
+        .unwrap();
+    record.cases[j].reason = Some(format!(
+        "{}the driver's fingerprint says UNDETECTED here: the runtime is missing",
+        nomad_conform_reports::model::NOT_JUDGED_ON_THIS_NODE
+    ));
+    let k = record
+        .cases
+        .iter()
+        .position(|c| c.verdict == Verdict::Blocked)
+        .unwrap();
+    record.cases[k].blocked_by = Some(passing.clone());
+    record.cases[k].reason = Some(format!(
+        "blocked by {passing}: this clause cannot be judged because a call it needs failed\nexpected: precondition: create succeeds\nseen:     exit status 1"
+    ));
+    record.settle_preconditions(true);
+    let page = html::render(&record).unwrap();
+    assert!(
+        page.contains("<b>not judged on this node:</b> the driver&#x27;s fingerprint says UNDETECTED here: the runtime is missing"),
+        "no card for the node"
+    );
+    assert!(!page.contains(&format!("blocked by <a href=\"#{passing}\"")));
+    assert!(page.contains("precondition failed: a call this clause needs failed here, though"));
+}
