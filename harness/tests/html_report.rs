@@ -446,3 +446,142 @@ async fn a_failing_campaign_shows_the_violation_first() {
     assert!(png.len() > 10_000, "a real screenshot");
     c.close().await.unwrap();
 }
+
+/// A failing run of `kind` with `args`, its HTML report opened in a 1280 × 800 window: the first
+/// screen, unscrolled, shows the verdict, the coverage and the first root cause (its clause and
+/// why), and its screenshot is saved under target/ as `first-screen-KIND.png`.
+async fn first_screen_shows_the_verdict_and_the_root_cause(kind: &str, args: &[String]) {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join(format!("{kind}.html"));
+    let status = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+        .arg(kind)
+        .args(args)
+        .arg("--html")
+        .arg(&html)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{kind}: the run fails");
+    let (_driver, port) = start_driver();
+    let c = browser(dir.path(), port, 1280, 800).await;
+    c.goto(&format!("file://{}", html.display())).await.unwrap();
+    let seen = c
+        .execute(
+            "function shown(el) { if (!el) return null; var r = el.getBoundingClientRect();\
+               return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight ? el.textContent.trim() : null; }\
+             var first = document.querySelector('#attention li.problem');\
+             return {verdict: shown(document.getElementById('verdict')),\
+                     coverage: shown(document.getElementById('coverage')),\
+                     root: shown(first && first.querySelector('.line')),\
+                     why: shown(first && first.querySelector('.why'))};",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let png = c.screenshot().await.unwrap();
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("first-screen-{kind}.png"));
+    std::fs::write(&shot, &png).unwrap();
+    assert!(png.len() > 10_000, "{kind}: a real screenshot");
+    assert_eq!(seen["verdict"], json!("not conformant"), "{kind}: {seen}");
+    assert!(
+        seen["coverage"]
+            .as_str()
+            .is_some_and(|c| c.contains("judged on")),
+        "{kind}: the coverage is on the first screen: {seen}"
+    );
+    assert!(
+        seen["root"]
+            .as_str()
+            .is_some_and(|r| r.contains(kind.to_uppercase().as_str()))
+            && seen["why"].as_str().is_some_and(|w| w.contains("seen")),
+        "{kind}: the first root cause and why are on the first screen: {seen}"
+    );
+    let severe = severe_console_entries(&c).await;
+    assert!(severe.is_empty(), "{kind}: console errors: {severe:?}");
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn first_screen_of_a_failing_dhv_report() {
+    let plugin = support::root().join("fixtures/dhv/create-not-idempotent/plugin");
+    first_screen_shows_the_verdict_and_the_root_cause(
+        "dhv",
+        &[
+            plugin.display().to_string(),
+            "--profile".into(),
+            "fast".into(),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn first_screen_of_a_failing_driver_report() {
+    // Every StartTask panics: one failure blocks most of the suite.
+    first_screen_shows_the_verdict_and_the_root_cause(
+        "driver",
+        &[
+            support::workspace_bin("driver-exec").display().to_string(),
+            "--plugin-args".into(),
+            "--fault panics-in-start".into(),
+            "--task-command".into(),
+            "command = {command}\nargs = {args}".into(),
+            "--plugin-config".into(),
+            support::root()
+                .join("fixtures/driver/plugin.hcl")
+                .display()
+                .to_string(),
+            "--profile".into(),
+            "fast".into(),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn first_screen_of_a_failing_csi_report() {
+    if !support::needs_root("the CSI suite (it mounts)") {
+        return;
+    }
+    // A node ID that is empty: one failure, forty clauses blocked.
+    let launch = format!(
+        "{} --endpoint {{endpoint}} --node-id nomad-conform-node --state-dir {{state_dir}} --max-volumes-per-node 16 --fault empty-node-id",
+        support::workspace_bin("csi-hostpath").display()
+    );
+    first_screen_shows_the_verdict_and_the_root_cause(
+        "csi",
+        &[
+            "--launch".into(),
+            launch,
+            "--mutable-parameters".into(),
+            r#"{"tier":"fast"}"#.into(),
+            "--profile".into(),
+            "fast".into(),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn first_screen_of_a_failing_lock_report() {
+    let client = format!(
+        "{} --path {{path}} --ttl 1s --delay 1s --give-up 2s --max-backoff 500ms --fault ignores-sigterm -- {{protected}}",
+        support::workspace_bin("lock-sidecar").display()
+    );
+    first_screen_shows_the_verdict_and_the_root_cause(
+        "lock",
+        &[
+            "--client".into(),
+            client,
+            "--give-up".into(),
+            "2s".into(),
+            "--stop-on-client-after".into(),
+            "1s".into(),
+            "--profile".into(),
+            "fast".into(),
+            "--tags".into(),
+            "@LOCK-SIGTERM or @LOCK-SIGNAL-RELEASES or @LOCK-STARTS".into(),
+        ],
+    )
+    .await;
+}

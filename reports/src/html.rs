@@ -11,7 +11,7 @@
 //! Nothing a plugin influenced can run in the page: text is escaped, and an SVG attachment is
 //! shown through `<img src="data:...">`, where a browser runs no script and loads nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use minijinja::{Environment, Value, context};
@@ -77,8 +77,10 @@ struct CaseView<'a> {
     text: &'a str,
     basis: Option<&'a str>,
     reason: Option<String>,
-    /// The calls are listed without their bodies ([`shows_bodies`]).
+    /// The calls are listed without their bodies ([`with_bodies`]).
     bodies_left_out: bool,
+    /// ... because the page's budget for them was spent on clauses before it.
+    budget_spent: bool,
     /// The clause that blocked this one.
     blocked_by: Option<&'a str>,
     /// Clauses this one blocked (it is their root cause).
@@ -93,8 +95,6 @@ struct CaseView<'a> {
     events: Vec<EventView<'a>>,
     attachments: Vec<AttachmentView<'a>>,
     spec: String,
-    /// Lower-case text the search box matches against.
-    search: Value,
 }
 
 #[derive(Serialize)]
@@ -293,10 +293,11 @@ fn shown(text: &str) -> String {
 /// The most of a blocked clause's reason the page shows: what it needed and what was seen.
 const MAX_BLOCKED_REASON: usize = 2048;
 
-/// A case's reason as the page shows it. A blocked clause's ends before its reproduce block
-/// (the clause that failed first has it) and is cut shorter.
-fn reason_shown(case: &Case, reason: &str) -> String {
-    if case.verdict != Verdict::Blocked {
+/// A case's reason as the page shows it. One whose calls are shown without their bodies (a
+/// blocked clause: the clause that failed first has them; a failure past the page's budget)
+/// ends before its reproduce block and is cut shorter.
+fn reason_shown(reason: &str, bodies: bool) -> String {
+    if bodies {
         return shown(reason);
     }
     let head = reason
@@ -312,16 +313,48 @@ fn reason_shown(case: &Case, reason: &str) -> String {
     format!("{}…\n(the whole text is in the JSON record)", &head[..end])
 }
 
-/// Whether the page shows the bodies of a case's calls (requests, responses, reproduce lines):
-/// for a clause that failed, timed out, leaked or errored, where they are the evidence. A
+/// Whether a case's calls may be shown with their bodies (requests, responses, reproduce
+/// lines): a clause that failed, timed out, leaked or errored, where they are the evidence. A
 /// passing, skipped or blocked clause's calls are listed by their outcome and timing only (a
 /// failing driver run's blocked clauses repeat the same StartTask a few dozen times); the JSON
 /// record keeps every body.
-fn shows_bodies(case: &Case) -> bool {
+fn may_show_bodies(case: &Case) -> bool {
     !matches!(
         case.verdict,
         Verdict::Pass | Verdict::Skip | Verdict::Blocked
     )
+}
+
+/// The most bytes of call bodies one page shows: with the rest of a page of a few hundred
+/// clauses, it keeps a failing run's page under 500 KB.
+const BODY_BUDGET: usize = 160 * 1024;
+
+/// About what a call's bodies add to the page, escaped.
+fn body_cost(ev: &OpEvent) -> usize {
+    let text = render_request(&ev.request).len()
+        + render_response(&ev.response).len()
+        + ev.reproduce.as_deref().map_or(0, str::len);
+    text * 3 / 2
+}
+
+/// The clauses whose calls the page shows with their bodies: those that [`may_show_bodies`], in
+/// the order the reader meets them in "needs attention", while [`BODY_BUDGET`] lasts. A clause
+/// that failed on the same observation as one before it is left brief: that one shows it.
+fn with_bodies(record: &RunRecord) -> BTreeSet<&str> {
+    let mut left = BODY_BUDGET;
+    let mut shown = BTreeSet::new();
+    for entry in needs_attention(record) {
+        let case = entry.case;
+        if !may_show_bodies(case) {
+            continue;
+        }
+        let cost: usize = case.events.iter().map(body_cost).sum();
+        if cost <= left {
+            left -= cost;
+            shown.insert(case.clause.as_str());
+        }
+    }
+    shown
 }
 
 fn event_view(ev: &OpEvent, bodies: bool) -> EventView<'_> {
@@ -427,19 +460,8 @@ fn outcome_of(r: &Response) -> String {
     }
 }
 
-fn case_view<'a>(case: &'a Case, record: &'a RunRecord) -> CaseView<'a> {
+fn case_view<'a>(case: &'a Case, record: &'a RunRecord, bodies: bool) -> CaseView<'a> {
     let strict = record.strict;
-    // The reason in a line: the whole of it (a request, a reproduce script) would double a
-    // failing run's page.
-    let search = format!(
-        "{} {} {} {} {}",
-        case.clause,
-        case.title,
-        case.text,
-        crate::attention::one_line_reason(case),
-        status(case, strict)
-    )
-    .to_lowercase();
     CaseView {
         id: &case.clause,
         title: &case.title,
@@ -449,7 +471,7 @@ fn case_view<'a>(case: &'a Case, record: &'a RunRecord) -> CaseView<'a> {
         duration: fmt_ms(case.duration_ms as f64),
         text: &case.text,
         basis: case.basis.as_deref(),
-        reason: case.reason.as_deref().map(|r| reason_shown(case, r)),
+        reason: case.reason.as_deref().map(|r| reason_shown(r, bodies)),
         blocked_by: case.blocked_by.as_deref(),
         blocks: record
             .cases
@@ -482,12 +504,12 @@ fn case_view<'a>(case: &'a Case, record: &'a RunRecord) -> CaseView<'a> {
         events: case
             .events
             .iter()
-            .map(|ev| event_view(ev, shows_bodies(case)))
+            .map(|ev| event_view(ev, bodies))
             .collect(),
-        bodies_left_out: !shows_bodies(case) && !case.events.is_empty(),
+        bodies_left_out: !bodies && !case.events.is_empty(),
+        budget_spent: !bodies && may_show_bodies(case),
         attachments: case.attachments.iter().map(attachment_view).collect(),
         spec: format!("{}:{}", case.spec_file, case.line),
-        search: Value::from(search),
     }
 }
 
@@ -498,6 +520,7 @@ fn add_to_group<'a>(
     root: Option<&'a str>,
     case: &'a Case,
     record: &'a RunRecord,
+    bodies: &BTreeSet<&str>,
 ) {
     let i = match groups.iter().position(|g| g.name == name) {
         Some(i) => i,
@@ -513,7 +536,11 @@ fn add_to_group<'a>(
     };
     let g = &mut groups[i];
     *g.counts.entry(status(case, record.strict)).or_default() += 1;
-    g.cases.push(case_view(case, record));
+    g.cases.push(case_view(
+        case,
+        record,
+        bodies.contains(case.clause.as_str()),
+    ));
 }
 
 /// Render the record as one self-contained HTML page.
@@ -540,6 +567,7 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
             Verdict::Pass | Verdict::Skip | Verdict::Interrupted
         )
     };
+    let bodies = with_bodies(record);
     let mut problem_groups: Vec<GroupView<'_>> = Vec::new();
     let mut passing_groups: Vec<GroupView<'_>> = Vec::new();
     for case in &record.cases {
@@ -551,7 +579,7 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
         } else {
             &mut problem_groups
         };
-        add_to_group(groups, case.classname(), None, case, record);
+        add_to_group(groups, case.classname(), None, case, record, &bodies);
     }
     // Blocked clauses go in a fold of their own: each failure's entry already says what it
     // blocked, so their cards do not stand between the failures and the rest.
@@ -565,6 +593,7 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
                 link,
                 case,
                 record,
+                &bodies,
             );
         }
     }
@@ -624,6 +653,14 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
     }
     let assessment = record.assessment();
     let mut jinja = Environment::new();
+    // The indentation of the templates is for their readers: a page of a few hundred clauses
+    // would carry it a few hundred times.
+    jinja.set_syntax(
+        minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()?,
+    );
     jinja.add_template("report.html", TEMPLATE)?;
     jinja.add_template("group.html", GROUP_TEMPLATE)?;
     jinja.add_template("case.html", CASE_TEMPLATE)?;

@@ -110,7 +110,11 @@ pub fn fixture_dirs(kind: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Run nomad-conform with `args` from `dir`, writing JSON and JUnit, and compare every verdict
+/// The most bytes the HTML report of any fixture's run may take (issue 33: under 500 KB for a
+/// full failing run of any kind).
+pub const MAX_HTML_BYTES: u64 = 500_000;
+
+/// Run nomad-conform with `args` from `dir`, writing JSON, JUnit and HTML, and compare every verdict
 /// with `expect`; panics listing every mismatch. Returns the run's record.
 pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) -> RunRecord {
     // A variant is a plugin that is right in a way the reference is not: it must conform.
@@ -120,6 +124,7 @@ pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) 
     let out_dir = tempfile::tempdir().unwrap();
     let json = out_dir.path().join("run.json");
     let junit = out_dir.path().join("run.xml");
+    let html = out_dir.path().join("run.html");
     let output: Output = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
         .current_dir(dir)
         .args(args)
@@ -128,6 +133,8 @@ pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) 
         .arg(&json)
         .arg("--junit")
         .arg(&junit)
+        .arg("--html")
+        .arg(&html)
         .output()
         .expect("run nomad-conform");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -137,6 +144,14 @@ pub fn run_and_check(dir: &Path, args: &[String], expect: &Expect, label: &str) 
     let record: RunRecord = serde_json::from_str(&text).unwrap();
 
     let mut problems = Vec::new();
+    // A report stays readable however the run failed: the page carries the evidence of the
+    // failures, not every byte of the record.
+    let page = std::fs::metadata(&html).map(|m| m.len()).unwrap_or(0);
+    if !(1..MAX_HTML_BYTES).contains(&page) {
+        problems.push(format!(
+            "the HTML report is {page} bytes (it must be written, and under {MAX_HTML_BYTES})"
+        ));
+    }
     let ids: BTreeSet<&str> = record.cases.iter().map(|c| c.clause.as_str()).collect();
     for named in expect
         .fail

@@ -356,7 +356,7 @@ async fn no_process(w: &mut DriverWorld) -> StepResult {
                     .join(", ")
             ),
             None => format!(
-                "WaitTask had not returned {} after the call (the harness's safety cap, the profile's task_call_deadline; Nomad's client would wait on it for ever): the driver still runs the task",
+                "WaitTask had not returned {} after the call (the harness's safety cap, the profile's task_call_deadline; Nomad's client would wait on it for ever, taking the task to be running)",
                 crate::fmt_duration(cap)
             ),
         };
@@ -597,7 +597,7 @@ async fn gone_after_timeout(w: &mut DriverWorld) -> StepResult {
             Err(w.fail(
                 &expected,
                 &format!(
-                    "StopTask answered {} after {}, and {} after it was sent WaitTask still had not returned: the task runs on",
+                    "StopTask answered {} after {}, and {} after it was sent WaitTask still had not returned (Nomad's client learns that a task ended from WaitTask alone)",
                     stop.outcome(),
                     crate::fmt_duration(stop.duration),
                     crate::fmt_duration(sent.elapsed())

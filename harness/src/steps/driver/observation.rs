@@ -308,9 +308,23 @@ async fn dirs_ok(w: &mut DriverWorld) -> StepResult {
     if missing.is_empty() {
         return Ok(());
     }
+    // What the task said its directories were, when its shape prints them: an empty one means
+    // the environment never arrived, which the host paths alone do not show.
+    let (o, _) = fifo_texts(w).await.unwrap_or_default();
+    let told = match o.lines().find_map(|l| l.trim().strip_prefix("dirs=")) {
+        Some(d) if d.split('|').any(str::is_empty) => format!(
+            "\nthe task printed dirs={d}: NOMAD_ALLOC_DIR, NOMAD_TASK_DIR or NOMAD_SECRETS_DIR was empty in its environment (see DRIVER-TASK-ENV)"
+        ),
+        Some(d) => format!("\nthe task printed dirs={d} (its directories as it saw them)"),
+        None if o.is_empty() => {
+            "\nthe task printed nothing on its stdout FIFO: it may never have run (see DRIVER-LOGS)"
+                .to_string()
+        }
+        None => String::new(),
+    };
     Err(crate::steps::failure_text(
         "the task wrote its file into $NOMAD_ALLOC_DIR, $NOMAD_TASK_DIR and $NOMAD_SECRETS_DIR, which are the allocation's directories on the host",
-        &format!("not there: {}", missing.join(", ")),
+        &format!("not there: {}{told}", missing.join(", ")),
         &[w.spec().command_line()],
     ))
 }
