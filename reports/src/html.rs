@@ -327,14 +327,35 @@ fn may_show_bodies(case: &Case) -> bool {
 
 /// The most bytes of call bodies one page shows: with the rest of a page of a few hundred
 /// clauses, it keeps a failing run's page under 500 KB.
-const BODY_BUDGET: usize = 160 * 1024;
+const BODY_BUDGET: usize = 128 * 1024;
 
-/// About what a call's bodies add to the page, escaped.
-fn body_cost(ev: &OpEvent) -> usize {
-    let text = render_request(&ev.request).len()
-        + render_response(&ev.response).len()
-        + ev.reproduce.as_deref().map_or(0, str::len);
-    text * 3 / 2
+/// The bytes `text` takes in the page, escaped (each of `&<>"` is written as an entity of four to
+/// six bytes; see [`escape_few`]).
+fn escaped_len(text: &str) -> usize {
+    text.len()
+        + 5 * text
+            .bytes()
+            .filter(|b| matches!(b, b'&' | b'<' | b'>' | b'"'))
+            .count()
+}
+
+/// What showing a case's bodies adds to the page: its calls' requests, responses and
+/// reproduce lines with their markup, and the rest of its reason past what a brief case shows.
+fn body_cost(case: &Case) -> usize {
+    let calls: usize = case
+        .events
+        .iter()
+        .map(|ev| {
+            escaped_len(&shown(&render_request(&ev.request)))
+                + escaped_len(&shown(&render_response(&ev.response)))
+                + ev.reproduce.as_deref().map_or(0, escaped_len)
+                + 200
+        })
+        .sum();
+    let reason = case.reason.as_deref().map_or(0, |r| {
+        escaped_len(&shown(r)).saturating_sub(escaped_len(&reason_shown(r, false)))
+    });
+    calls + reason
 }
 
 /// The clauses whose calls the page shows with their bodies: those that [`may_show_bodies`], in
@@ -348,7 +369,7 @@ fn with_bodies(record: &RunRecord) -> BTreeSet<&str> {
         if !may_show_bodies(case) {
             continue;
         }
-        let cost: usize = case.events.iter().map(body_cost).sum();
+        let cost = body_cost(case);
         if cost <= left {
             left -= cost;
             shown.insert(case.clause.as_str());
@@ -401,8 +422,14 @@ fn event_view(ev: &OpEvent, bodies: bool) -> EventView<'_> {
                 || matches!(resp, Response::Http { status, .. } if (1..400).contains(status)),
         ),
     };
+    // A call that answered well needs no reproduce line of its own: the failure's reason has
+    // the lines of the calls it judged.
     let (request, response, reproduce) = if bodies {
-        (shown(&request), shown(&response), ev.reproduce.as_deref())
+        (
+            shown(&request),
+            shown(&response),
+            ev.reproduce.as_deref().filter(|_| !ok),
+        )
     } else {
         (String::new(), String::new(), None)
     };
@@ -490,7 +517,12 @@ fn case_view<'a>(case: &'a Case, record: &'a RunRecord, bodies: bool) -> CaseVie
             .as_ref()
             .and_then(|k| k.link.as_deref())
             .filter(|l| l.starts_with("https://") || l.starts_with("http://")),
-        rerun: case.rerun.as_deref(),
+        // A clause that passed or was skipped needs no rerun line (each one is as long as
+        // the run's command line): the problems have theirs.
+        rerun: case
+            .rerun
+            .as_deref()
+            .filter(|_| !matches!(case.verdict, Verdict::Pass | Verdict::Skip)),
         notes: &case.notes,
         steps: case
             .steps
@@ -541,6 +573,41 @@ fn add_to_group<'a>(
         record,
         bodies.contains(case.clause.as_str()),
     ));
+}
+
+/// The templates' formatter: a text is escaped for HTML by `&`, `<`, `>` and `"` alone, which is
+/// safe in text and in the templates' attributes (every one is double-quoted, and none holds a
+/// text in a script, a style or a URL). minijinja's own escaping writes `'` and `/` as entities
+/// too, which made a JSON body or a shell line half again as long.
+fn escape_few(
+    out: &mut minijinja::Output,
+    state: &mut minijinja::State,
+    value: &Value,
+) -> Result<(), minijinja::Error> {
+    let html = matches!(state.auto_escape(), minijinja::AutoEscape::Html);
+    match value.as_str() {
+        Some(text) if html && !value.is_safe() => {
+            let mut rest = text;
+            while let Some(i) = rest.find(['&', '<', '>', '"']) {
+                let entity = match rest.as_bytes()[i] {
+                    b'&' => "&amp;",
+                    b'<' => "&lt;",
+                    b'>' => "&gt;",
+                    _ => "&quot;",
+                };
+                out.write_str(&rest[..i])
+                    .and_then(|()| out.write_str(entity))
+                    .map_err(|e| {
+                        minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
+                    })?;
+                rest = &rest[i + 1..];
+            }
+            out.write_str(rest).map_err(|e| {
+                minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
+            })
+        }
+        _ => minijinja::escape_formatter(out, state, value),
+    }
 }
 
 /// Render the record as one self-contained HTML page.
@@ -661,6 +728,7 @@ pub fn write(record: &RunRecord, out: &mut dyn std::io::Write) -> Result<(), Htm
             .lstrip_blocks(true)
             .build()?,
     );
+    jinja.set_formatter(escape_few);
     jinja.add_template("report.html", TEMPLATE)?;
     jinja.add_template("group.html", GROUP_TEMPLATE)?;
     jinja.add_template("case.html", CASE_TEMPLATE)?;

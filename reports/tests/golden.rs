@@ -122,7 +122,7 @@ fn html_draws_an_svg_attachment_as_an_image_and_escapes_text() {
     let b64 = base64::engine::general_purpose::STANDARD.encode(&svg.content);
     assert!(
         page.contains(&format!(
-            "<img alt=\"create calls against the volume&#x27;s contents\" src=\"data:image/svg+xml;base64,{b64}\">"
+            "<img alt=\"create calls against the volume's contents\" src=\"data:image/svg+xml;base64,{b64}\">"
         )),
         "the SVG is an image from a data: URL, where it cannot run anything"
     );
@@ -137,7 +137,7 @@ fn html_draws_an_svg_attachment_as_an_image_and_escapes_text() {
     );
     assert!(
         page.contains(
-            "<pre class=\"attachment-text\">create #2 stdout (as the plugin printed it):\n&lt;script&gt;alert(&quot;from the plugin&quot;)&lt;&#x2f;script&gt; ]]&gt; &amp; more"
+            "<pre class=\"attachment-text\">create #2 stdout (as the plugin printed it):\n&lt;script&gt;alert(&quot;from the plugin&quot;)&lt;/script&gt; ]]&gt; &amp; more"
         ),
         "the text attachment is escaped into a <pre>"
     );
@@ -406,7 +406,7 @@ fn html_folds_what_this_node_could_not_judge_and_never_blames_a_passing_clause()
     record.settle_preconditions(true);
     let page = html::render(&record).unwrap();
     assert!(
-        page.contains("<b>not judged on this node:</b> the driver&#x27;s fingerprint says UNDETECTED here: the runtime is missing"),
+        page.contains("<b>not judged on this node:</b> the driver's fingerprint says UNDETECTED here: the runtime is missing"),
         "no card for the node"
     );
     assert!(!page.contains(&format!("blocked by <a href=\"#{passing}\"")));

@@ -201,7 +201,7 @@ fn html_opens_on_the_problems_in_order_with_their_rerun_lines() {
         assert!(pos > at, "{id} is out of order:\n{attention}");
         at = pos;
         let rerun = format!(
-            "<pre><code>nomad-conform dhv .&#x2f;plugin --seed 7 --tags @{id}</code></pre><button type=\"button\" class=\"copy\">Copy</button>"
+            "<pre><code>nomad-conform dhv ./plugin --seed 7 --tags @{id}</code></pre><button type=\"button\" class=\"copy\">Copy</button>"
         );
         assert!(attention.contains(&rerun), "{id} has its rerun line");
     }

@@ -100,6 +100,16 @@ async fn exited_meanwhile(w: &mut DriverWorld) -> StepResult {
 #[when("Nomad relaunches the plugin and recovers the task from its handle")]
 async fn relaunches(w: &mut DriverWorld) -> StepResult {
     recover_first_task(w).await?;
+    // A task whose RecoverTask fails is destroyed by Nomad: no exit of it is ever read, so the
+    // exit code cannot be judged; the failure is DRIVER-RECOVER's, not a second card's.
+    if let Some(rpc) = w.last.first().filter(|r| !r.ok()).cloned() {
+        return Err(w.precondition(
+            "DRIVER-RECOVER",
+            "the relaunched plugin recovers the task from its handle (Nomad's restoreHandle destroys a task whose RecoverTask fails, and never reads its exit)",
+            &rpc.summary(),
+            &[&rpc],
+        ));
+    }
     if w.exit_unseen && w.last.first().is_some_and(|r| r.ok()) {
         // Hidden processes: the driver says whether the task ended while it was down. Still
         // running means the clause's case (an exit the relaunched driver must report) did not
