@@ -57,10 +57,33 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     println!("cargo:rustc-env=NOMAD_CONFORM_COMMIT={commit}");
-    println!(
-        "cargo:rerun-if-changed={}",
-        manifest.join("../.git/HEAD").display()
-    );
+    // Built again when HEAD moves or the branch it names gets a commit. The files are asked of
+    // git: in a worktree `.git` is a file, and a path that does not exist would make cargo run
+    // this script, and rebuild the crate, on every build.
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&manifest)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+    };
+    let watched = [
+        git(&["rev-parse", "--git-path", "HEAD"]),
+        git(&["rev-parse", "--symbolic-full-name", "HEAD"])
+            .and_then(|r| git(&["rev-parse", "--git-path", &r.to_string_lossy()])),
+    ];
+    for path in watched.into_iter().flatten() {
+        let path = if path.is_absolute() {
+            path
+        } else {
+            manifest.join(path)
+        };
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets this"));
     std::fs::write(out.join("embedded_specs.rs"), code).expect("write embedded_specs.rs");
 }

@@ -97,7 +97,13 @@ impl Launcher {
         let (child, _) = guard.as_mut()?;
         let status = child.try_wait().ok().flatten()?;
         drop(guard);
-        Some((status, self.log_tail()))
+        // All the output kept (256 KiB at most): a crash report may be far from the end.
+        let log = self
+            .log
+            .lock()
+            .map(|c| c.excerpt(LOG_LIMIT).text)
+            .unwrap_or_default();
+        Some((status, log))
     }
 
     /// The last lines the plugin printed.

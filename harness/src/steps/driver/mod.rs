@@ -279,7 +279,9 @@ impl DriverWorld {
             .exit_status()
             .map(|s| s.to_string())
             .unwrap_or_else(|| "gone".into());
-        let stderr = p.stderr_tail();
+        // All of stderr the harness kept: a panic is followed by every goroutine's stack, so its
+        // first line may be far from the end.
+        let stderr = p.stderr_excerpt(usize::MAX / 4).text;
         let headline = match crate::crash::headline(&stderr) {
             Some(crash) => format!("the plugin crashed ({status}): {crash}"),
             None => format!("the plugin process died ({status})"),
