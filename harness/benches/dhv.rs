@@ -6,9 +6,12 @@
 //! 3. memory (issue 15): a plugin printing 50 MB within `--capture-limit 64MiB`, with the JSON,
 //!    HTML and JUnit reports written, peaks under 200 MB of RSS, and a normal run (the suite
 //!    against reference `mkdir`, `--profile fast`, the three reports) under 64 MB. The 50 MB case
-//!    is measured twice: output the reports quote as an excerpt (stdout that is not JSON), and
+//!    is measured three times: output the reports quote as an excerpt (stdout that is not JSON),
 //!    output a failure quotes whole (stdout that is one JSON string), whose failure text the
-//!    steps build in several copies.
+//!    steps build in several copies, both on one clause; and a plugin whose every create prints
+//!    50 MB on stdout and 50 MB on stderr at once, on four create clauses run together at the
+//!    default `--jobs` (8). Peak RSS is wait4(2)'s, shared with the other benches
+//!    (`common/mod.rs`).
 //!
 //! Run with `bench/dhv.sh` (or `cargo bench -p nomad-conform --bench dhv`). Not a test: timings
 //! depend on the machine, so nothing here asserts.
@@ -20,13 +23,23 @@ use std::time::{Duration, Instant};
 
 use nomad_conform::process::{ExecSpec, run};
 
+mod common;
+use common::{NORMAL_RSS_TARGET, print_rss};
+
 const SUITE_TARGET: Duration = Duration::from_secs(3);
 const CALL_OVERHEAD_TARGET: Duration = Duration::from_millis(2);
 /// Peak RSS targets, in bytes (MB as the issue counts them).
 const FLOOD_RSS_TARGET: f64 = 200e6;
-const NORMAL_RSS_TARGET: f64 = 64e6;
 /// What the flooding plugin prints.
 const FLOOD_BYTES: u64 = 50 << 20;
+/// The clauses the two-stream flood runs at once (each calls create at least once; the default
+/// `--jobs` of 8 runs them all together).
+const FLOOD_CLAUSES: [&str; 4] = [
+    "DHV-CREATE-SINGLE-JSON",
+    "DHV-CREATE-PATH",
+    "DHV-CREATE-BYTES",
+    "DHV-CREATE-EXIT-ZERO",
+];
 
 fn mkdir_plugin() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -100,33 +113,20 @@ fn per_call(calls: usize) -> (Duration, Duration) {
     (median(bare), median(harness))
 }
 
-/// Run the harness with `args` in `dir` and return its peak RSS in bytes (its own, through
-/// wait4(2): the bench's other children do not count).
+/// Run the harness with `args` in `dir` and return its peak RSS in bytes (through wait4(2): the
+/// bench's other children do not count; see [`common::run`]).
 fn peak_rss(dir: &Path, args: &[&str]) -> f64 {
-    // Reaped below by wait4(2), which also gives its rusage (Child::wait would not).
-    #[allow(clippy::zombie_processes)]
-    let child = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
-        .args(args)
-        .current_dir(dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("run the harness");
-    let pid = child.id() as nix::libc::pid_t;
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value of that plain C struct, and wait4 writes
-    // nothing but it and `status`.
-    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not waited for yet (Child never waits on its own).
-    let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
-    usage.ru_maxrss as f64 * 1024.0
+    common::run(
+        Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+            .args(args)
+            .current_dir(dir),
+    )
+    .peak_rss
 }
 
-/// Peak RSS of a run against a plugin whose create prints 50 MB (`create`'s output), with
-/// `--capture-limit 64MiB` and the three reports.
-fn flood_rss(create: &str) -> f64 {
+/// Peak RSS of a run of the clauses `tags` selects (at the default `--jobs`) against a plugin whose
+/// create runs `create` (which prints 50 MB), with `--capture-limit 64MiB` and the three reports.
+fn flood_rss(tags: &str, create: &str) -> f64 {
     let dir = tempfile::tempdir().expect("temporary directory");
     let plugin = dir.path().join("flood");
     std::fs::write(
@@ -146,7 +146,7 @@ fn flood_rss(create: &str) -> f64 {
             "dhv",
             "./flood",
             "--tags",
-            "@DHV-CREATE-SINGLE-JSON",
+            tags,
             "--capture-limit",
             "64MiB",
             "--json",
@@ -180,15 +180,6 @@ fn normal_rss() -> f64 {
     )
 }
 
-fn print_rss(what: &str, peak: f64, target: f64) {
-    println!(
-        "peak RSS, {what}: {:.1} MB; target {:.0} MB -> ratio {:.2}",
-        peak / 1e6,
-        target / 1e6,
-        peak / target
-    );
-}
-
 fn main() {
     // `cargo bench` passes --bench; this benchmark takes no options.
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -215,16 +206,34 @@ fn main() {
         normal_rss(),
         NORMAL_RSS_TARGET,
     );
+    let one = "@DHV-CREATE-SINGLE-JSON";
     print_rss(
         "50 MB of stdout, --capture-limit 64MiB, three reports",
-        flood_rss(&format!("head -c {FLOOD_BYTES} /dev/zero | tr '\\0' a")),
+        flood_rss(
+            one,
+            &format!("head -c {FLOOD_BYTES} /dev/zero | tr '\\0' a"),
+        ),
         FLOOD_RSS_TARGET,
     );
     print_rss(
         "50 MB of stdout quoted whole in the failure (one JSON string)",
-        flood_rss(&format!(
-            "printf '\"'; head -c {FLOOD_BYTES} /dev/zero | tr '\\0' a; printf '\"'"
-        )),
+        flood_rss(
+            one,
+            &format!("printf '\"'; head -c {FLOOD_BYTES} /dev/zero | tr '\\0' a; printf '\"'"),
+        ),
+        FLOOD_RSS_TARGET,
+    );
+    print_rss(
+        &format!(
+            "50 MB of stdout and 50 MB of stderr from every create, {} clauses at the default --jobs, --capture-limit 64MiB, three reports",
+            FLOOD_CLAUSES.len()
+        ),
+        flood_rss(
+            &FLOOD_CLAUSES.map(|c| format!("@{c}")).join(" or "),
+            &format!(
+                "head -c {FLOOD_BYTES} /dev/zero | tr '\\0' e >&2 & head -c {FLOOD_BYTES} /dev/zero | tr '\\0' a; wait"
+            ),
+        ),
         FLOOD_RSS_TARGET,
     );
 }

@@ -6,6 +6,8 @@
 //!    under nomad-1.10 (one run, target 40 s: one fingerprint period of 35 s is the long pole,
 //!    and every other clause runs beside it), with each run's five slowest clauses and the wait
 //!    each one is made of.
+//!    Peak RSS of a normal run (the largest of the 3 fast runs; the nomad-1.10 run's too) against
+//!    64 MB.
 //! 2. The host's overhead per unary RPC: PluginInfo through the harness's client (deadline,
 //!    recording of request and response) against a bare tonic call over the same socket,
 //!    against a 0.2 ms target.
@@ -20,6 +22,8 @@ use nomad_conform_proto::nomad::base::PluginInfoRequest;
 use nomad_conform_proto::nomad::base::base_plugin_client::BasePluginClient;
 use nomad_conform_reports::model::RunRecord;
 use tonic::transport::{Endpoint, Uri};
+
+mod common;
 
 const TARGET_FAST: Duration = Duration::from_secs(10);
 const TARGET_DEFAULT: Duration = Duration::from_secs(40);
@@ -72,28 +76,26 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn suite(json: &Path, profile: &str) -> Duration {
-    let t = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
-        .arg("-q")
-        .arg("driver")
-        .arg(driver_exec())
-        .args(["--profile", profile])
-        .args(["--task-command", "command = {command}\nargs = {args}"])
-        .arg("--plugin-config")
-        .arg(root().join("fixtures/driver/plugin.hcl"))
-        .arg("--json")
-        .arg(json)
-        .output()
-        .expect("run the suite");
-    let took = t.elapsed();
+fn suite(json: &Path, profile: &str) -> common::Measured {
+    let out = common::run(
+        Command::new(env!("CARGO_BIN_EXE_nomad-conform"))
+            .arg("-q")
+            .arg("driver")
+            .arg(driver_exec())
+            .args(["--profile", profile])
+            .args(["--task-command", "command = {command}\nargs = {args}"])
+            .arg("--plugin-config")
+            .arg(root().join("fixtures/driver/plugin.hcl"))
+            .arg("--json")
+            .arg(json),
+    );
     assert_eq!(
         out.status.code(),
         Some(0),
         "the reference driver must pass: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    took
+    out
 }
 
 /// Print a run's five slowest clauses with the wait each is made of.
@@ -161,8 +163,11 @@ async fn overhead() -> (f64, f64) {
 fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut runs = Vec::new();
+    let mut peak_rss: f64 = 0.0;
     for i in 0..3 {
-        runs.push(suite(&dir.path().join(format!("fast{i}.json")), "fast"));
+        let run = suite(&dir.path().join(format!("fast{i}.json")), "fast");
+        peak_rss = peak_rss.max(run.peak_rss);
+        runs.push(run.took);
     }
     let mut sorted = runs.clone();
     sorted.sort();
@@ -175,8 +180,14 @@ fn main() {
         median.as_secs_f64() / TARGET_FAST.as_secs_f64()
     );
     slowest(&dir.path().join(format!("fast{median_run}.json")), "fast");
+    common::print_rss(
+        "normal run (fast profile, the largest of the 3 runs)",
+        peak_rss,
+        common::NORMAL_RSS_TARGET,
+    );
     let json = dir.path().join("default.json");
-    let full = suite(&json, "nomad-1.10");
+    let default = suite(&json, "nomad-1.10");
+    let full = default.took;
     println!(
         "driver suite, nomad-1.10 profile: {:.2}s (target {:.0}s): ratio {:.2}",
         full.as_secs_f64(),
@@ -184,6 +195,11 @@ fn main() {
         full.as_secs_f64() / TARGET_DEFAULT.as_secs_f64()
     );
     slowest(&json, "nomad-1.10");
+    common::print_rss(
+        "nomad-1.10 profile run",
+        default.peak_rss,
+        common::NORMAL_RSS_TARGET,
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
