@@ -83,13 +83,18 @@ pub fn headline(stderr: &str) -> Option<String> {
     })
 }
 
-/// A Go frame's function without its arguments: `main.(*D).Start(0xc0, {0x0})` is
-/// `main.(*D).Start`.
+/// A Go frame's function without its arguments and its module path: `main.(*D).Start(0xc0,
+/// {0x0})` is `main.(*D).Start`, `github.com/o/nomad-driver-x/x.mount(...)` is `x.mount`.
 fn go_function(frame: &str) -> &str {
-    match frame.strip_suffix(')').and_then(|f| f.rfind('(')) {
+    let name = match frame.strip_suffix(')').and_then(|f| f.rfind('(')) {
         // `(*D)` is part of the name: the arguments' parenthesis follows a name character.
         Some(i) if i > 0 && !frame[..i].ends_with('.') => &frame[..i],
         _ => frame,
+    };
+    // Only a package path has slashes in a Go symbol.
+    match name.rfind('/') {
+        Some(i) => &name[i + 1..],
+        None => name,
     }
 }
 
@@ -145,7 +150,7 @@ mod tests {
         let go = "{\"@level\":\"debug\"}\npanic: runtime error: index out of range [1] with length 1\n\ngoroutine 12 [running]:\ngithub.com/hashicorp/nomad-driver-lxc/lxc.mountEntries(0xc000, {0x0, 0x0})\n\t/src/lxc/lxc.go:146 +0x5a5\ngithub.com/hashicorp/nomad/plugins/drivers.(*driverPluginServer).StartTask(0xc0)\n\t/root/go/pkg/mod/github.com/hashicorp/nomad/plugins/drivers/server.go:104 +0x1c5\n";
         assert_eq!(
             headline(go).unwrap(),
-            "panic: runtime error: index out of range [1] with length 1, in github.com/hashicorp/nomad-driver-lxc/lxc.mountEntries at /src/lxc/lxc.go:146"
+            "panic: runtime error: index out of range [1] with length 1, in lxc.mountEntries at /src/lxc/lxc.go:146"
         );
         // The runtime's and the modules' frames are passed over; a method keeps its receiver.
         let nil = "panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a3f2b]\n\ngoroutine 37 [running]:\nruntime.panicmem()\n\t/usr/local/go/src/runtime/panic.go:262 +0x2e\nmain.(*Driver).StartTask(0xc000112000, {0x0, 0x0})\n\t/src/driver/start.go:88 +0x2b\n";
