@@ -491,6 +491,9 @@ pub async fn run(spec: &ExecSpec) -> ExecOutput {
     if strays_escaped {
         crate::escapees::kill(&escaped).await;
         strays_killed = true;
+        // One that was still in the group when it was listed (`setsid` before it called
+        // setsid(2)) and left it since is one process: it is told once, as having left.
+        strays.retain(|s| !escaped.iter().any(|e| e.pid == s.pid));
         strays.extend(escaped.into_iter().map(|p| ProcInfo {
             cmdline: format!(
                 "{}; it left the plugin's process group with setsid",

@@ -256,8 +256,10 @@ fn secrets_never_reach_a_report() {
             !text.contains("hunter2"),
             "the secret is in the {ext} report"
         );
+        // The HTML page shows the requests of failing clauses only (both clauses pass): the
+        // record and the JUnit file keep every call.
         assert!(
-            text.contains("password"),
+            ext == "html" || text.contains("password"),
             "the {ext} report shows which secret was sent"
         );
     }
