@@ -83,6 +83,15 @@ pub fn headline(stderr: &str) -> Option<String> {
     })
 }
 
+/// How a plugin process that died by itself went, in a line: its crash (see [`headline`]) when
+/// `stderr` holds one, otherwise its exit `status`.
+pub fn death_line(status: &dyn std::fmt::Display, stderr: &str) -> String {
+    match headline(stderr) {
+        Some(crash) => format!("the plugin crashed ({status}): {crash}"),
+        None => format!("the plugin process died ({status})"),
+    }
+}
+
 /// A Go frame's function without its arguments and its module path: `main.(*D).Start(0xc0,
 /// {0x0})` is `main.(*D).Start`, `github.com/o/nomad-driver-x/x.mount(...)` is `x.mount`.
 fn go_function(frame: &str) -> &str {

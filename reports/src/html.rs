@@ -276,17 +276,13 @@ const MAX_SHOWN_TEXT: usize = 16 * 1024;
 
 /// `text`, cut to [`MAX_SHOWN_TEXT`] bytes with a line saying how much more the JSON record holds.
 fn shown(text: &str) -> String {
-    if text.len() <= MAX_SHOWN_TEXT {
+    let head = crate::text::head(text, MAX_SHOWN_TEXT);
+    if head.len() == text.len() {
         return text.to_string();
     }
-    let mut end = MAX_SHOWN_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
     format!(
-        "{}\n… {} more bytes in the JSON record",
-        &text[..end],
-        text.len() - end
+        "{head}\n… {} more bytes in the JSON record",
+        text.len() - head.len()
     )
 }
 
@@ -303,14 +299,11 @@ fn reason_shown(reason: &str, bodies: bool) -> String {
     let head = reason
         .split_once("\nreproduce:")
         .map_or(reason, |(head, _)| head);
-    if head.len() <= MAX_BLOCKED_REASON {
+    let cut = crate::text::head(head, MAX_BLOCKED_REASON);
+    if cut.len() == head.len() {
         return head.to_string();
     }
-    let mut end = MAX_BLOCKED_REASON;
-    while !head.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…\n(the whole text is in the JSON record)", &head[..end])
+    format!("{cut}…\n(the whole text is in the JSON record)")
 }
 
 /// Whether a case's calls may be shown with their bodies (requests, responses, reproduce
@@ -587,24 +580,23 @@ fn escape_few(
     let html = matches!(state.auto_escape(), minijinja::AutoEscape::Html);
     match value.as_str() {
         Some(text) if html && !value.is_safe() => {
+            let mut write = |s: &str| {
+                out.write_str(s).map_err(|e| {
+                    minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
+                })
+            };
             let mut rest = text;
             while let Some(i) = rest.find(['&', '<', '>', '"']) {
-                let entity = match rest.as_bytes()[i] {
+                write(&rest[..i])?;
+                write(match rest.as_bytes()[i] {
                     b'&' => "&amp;",
                     b'<' => "&lt;",
                     b'>' => "&gt;",
                     _ => "&quot;",
-                };
-                out.write_str(&rest[..i])
-                    .and_then(|()| out.write_str(entity))
-                    .map_err(|e| {
-                        minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
-                    })?;
+                })?;
                 rest = &rest[i + 1..];
             }
-            out.write_str(rest).map_err(|e| {
-                minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
-            })
+            write(rest)
         }
         _ => minijinja::escape_formatter(out, state, value),
     }

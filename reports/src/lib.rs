@@ -16,6 +16,7 @@ pub mod redact;
 pub mod schema;
 pub mod secret_forms;
 pub mod summary;
+pub mod text;
 pub mod transcript;
 
 use std::path::Path;

@@ -227,10 +227,7 @@ impl Attachment {
         let total_bytes = content.len() as u64;
         let truncated = content.len() > max;
         if truncated {
-            let mut end = max;
-            while !content.is_char_boundary(end) {
-                end -= 1;
-            }
+            let end = crate::text::head(&content, max).len();
             content.truncate(end);
         }
         Attachment {

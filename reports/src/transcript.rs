@@ -133,12 +133,10 @@ pub fn attachments_transcript(case: &Case, max_text: usize) -> String {
             continue;
         }
         out.push_str(":\n");
-        let mut end = a.content.len().min(max_text);
-        while !a.content.is_char_boundary(end) {
-            end -= 1;
-        }
-        out.push_str(&a.content[..end]);
-        if !a.content[..end].ends_with('\n') {
+        let shown = crate::text::head(&a.content, max_text);
+        let end = shown.len();
+        out.push_str(shown);
+        if !shown.ends_with('\n') {
             out.push('\n');
         }
         if end < a.content.len() {

@@ -13,15 +13,11 @@ pub const MAX_SEEN_BYTES: usize = 16 * 1024;
 /// [`MAX_SEEN_BYTES`] (on a character boundary), saying how much was left out.
 pub fn failure_text(expected: &str, seen: &str, reproduce: &[String]) -> String {
     let indent = |s: &str| s.replace('\n', "\n          ");
-    let seen = if seen.len() > MAX_SEEN_BYTES {
-        let mut cut = MAX_SEEN_BYTES;
-        while !seen.is_char_boundary(cut) {
-            cut -= 1;
-        }
+    let head = nomad_conform_reports::text::head(seen, MAX_SEEN_BYTES);
+    let seen = if head.len() < seen.len() {
         format!(
-            "{}… ({} more bytes; the whole output is in the call's captured output)",
-            &seen[..cut],
-            seen.len() - cut
+            "{head}… ({} more bytes; the whole output is in the call's captured output)",
+            seen.len() - head.len()
         )
     } else {
         seen.to_string()

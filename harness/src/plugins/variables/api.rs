@@ -271,14 +271,11 @@ impl Exchange {
 
 /// `text` cut at `max` bytes on a character boundary, with `...` when cut.
 pub fn excerpt(text: &str, max: usize) -> String {
-    if text.len() <= max {
+    let head = nomad_conform_reports::text::head(text, max);
+    if head.len() == text.len() {
         return text.to_string();
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
+    format!("{head}...")
 }
 
 /// Percent-encodes a variable path for a URL (everything but unreserved characters and `/`).

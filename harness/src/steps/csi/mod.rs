@@ -1032,10 +1032,7 @@ impl CsiWorld {
         let seen = match self.config().launcher.as_ref().and_then(|l| l.died()) {
             Some((status, log)) => format!(
                 "{}\n{seen}\nthe plugin process died ({status}); its last words:\n{}",
-                match crate::crash::headline(&log) {
-                    Some(crash) => format!("the plugin crashed ({status}): {crash}"),
-                    None => format!("the plugin process died ({status})"),
-                },
+                crate::crash::death_line(&status, &log),
                 crate::crash::last_words(&log)
             ),
             None => seen.to_string(),

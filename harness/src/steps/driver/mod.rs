@@ -282,12 +282,8 @@ impl DriverWorld {
         // All of stderr the harness kept: a panic is followed by every goroutine's stack, so its
         // first line may be far from the end.
         let stderr = p.stderr_excerpt(usize::MAX / 4).text;
-        let headline = match crate::crash::headline(&stderr) {
-            Some(crash) => format!("the plugin crashed ({status}): {crash}"),
-            None => format!("the plugin process died ({status})"),
-        };
         Some(Died {
-            headline,
+            headline: crate::crash::death_line(&status, &stderr),
             note: format!(
                 "the plugin process died ({status}); its last words on stderr:\n{}",
                 crate::crash::last_words(&stderr)
