@@ -9,8 +9,9 @@
 //!    is measured three times: output the reports quote as an excerpt (stdout that is not JSON),
 //!    output a failure quotes whole (stdout that is one JSON string), whose failure text the
 //!    steps build in several copies, both on one clause; and a plugin whose every create prints
-//!    50 MB on stdout and 50 MB on stderr at once, on four create clauses run together at the
-//!    default `--jobs` (8). Peak RSS is wait4(2)'s, shared with the other benches
+//!    50 MB on stdout and 50 MB on stderr at once, on eight create clauses run together at the
+//!    default `--jobs` (8); what a call keeps past 256 KiB is in an unnamed temporary file, not
+//!    in memory. Peak RSS is wait4(2)'s, shared with the other benches
 //!    (`common/mod.rs`).
 //!
 //! Run with `bench/dhv.sh` (or `cargo bench -p nomad-conform --bench dhv`). Not a test: timings
@@ -32,13 +33,17 @@ const CALL_OVERHEAD_TARGET: Duration = Duration::from_millis(2);
 const FLOOD_RSS_TARGET: f64 = 200e6;
 /// What the flooding plugin prints.
 const FLOOD_BYTES: u64 = 50 << 20;
-/// The clauses the two-stream flood runs at once (each calls create at least once; the default
-/// `--jobs` of 8 runs them all together).
-const FLOOD_CLAUSES: [&str; 4] = [
+/// The clauses the two-stream flood runs at once (each calls create at least once, PARALLEL
+/// several times at once; the default `--jobs` of 8 runs them all together).
+const FLOOD_CLAUSES: [&str; 8] = [
     "DHV-CREATE-SINGLE-JSON",
     "DHV-CREATE-PATH",
     "DHV-CREATE-BYTES",
     "DHV-CREATE-EXIT-ZERO",
+    "DHV-CREATE-CAPACITY",
+    "DHV-CREATE-IDEMPOTENT",
+    "DHV-CREATE-PARALLEL",
+    "DHV-CREATE-UPDATE",
 ];
 
 fn mkdir_plugin() -> PathBuf {

@@ -294,7 +294,8 @@ pub struct DhvArgs {
     #[arg(long, env = "NOMAD_CONFORM_INHERIT_ENV")]
     pub inherit_env: bool,
     /// Bytes of stdout and stderr kept per call, the two together (head and tail of each); the
-    /// rest is counted and dropped. From 1KiB to 1GiB.
+    /// rest is counted and dropped. Past 256KiB a call keeps them in an unnamed temporary file
+    /// ($TMPDIR, else /var/tmp) rather than in memory. From 1KiB to 1GiB.
     #[arg(
         long,
         value_name = "BYTES",

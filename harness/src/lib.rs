@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod background_removal;
+pub mod capture;
 pub mod clause_docs;
 pub mod clauses;
 pub mod cli;

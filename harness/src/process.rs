@@ -8,7 +8,7 @@
 //! both pipes to EOF. A descendant that left the group with setsid(2) is found through the
 //! harness being a child subreaper (see [`crate::escapees`]), reported and killed too.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::io;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use nomad_conform_reports::model::{Excerpt, ExitStatus};
+use nomad_conform_reports::model::ExitStatus;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
@@ -57,6 +57,7 @@ pub struct ExecSpec {
     pub alone: bool,
 }
 
+pub use crate::capture::{Capture, Captures, Stream};
 pub(crate) use crate::procfs::proc_stat;
 pub use crate::procfs::{
     ProcInfo, cmdline, group_members, processes_in, signal_bit, signal_dispositions,
@@ -99,226 +100,6 @@ impl ExecOutput {
 
     pub fn succeeded(&self) -> bool {
         self.exit_code() == Some(0)
-    }
-}
-
-/// Bounded capture of one output stream: the first and last `limit / 2` bytes are kept, and the
-/// total is counted.
-///
-/// The bytes are stored once. While the stream fits the limit they are one contiguous buffer,
-/// so that the whole of it can be read in place ([`Capture::bytes`]) without a copy; once it
-/// outgrows the limit the buffer is cut to the head and the rest goes through a ring buffer of
-/// the tail.
-#[derive(Clone, Debug)]
-pub struct Capture {
-    /// The whole stream while it fits the limit; once it did not, its first `half` bytes.
-    head: Vec<u8>,
-    /// Once the stream outgrew the limit, its last `half` bytes; empty until then.
-    tail: VecDeque<u8>,
-    total: u64,
-    half: usize,
-}
-
-impl Capture {
-    pub fn new(limit: usize) -> Self {
-        let half = (limit / 2).max(1);
-        Capture {
-            head: Vec::new(),
-            tail: VecDeque::new(),
-            total: 0,
-            half,
-        }
-    }
-
-    /// Most bytes kept whole: past this the stream is cut to its head and tail.
-    fn whole_limit(&self) -> usize {
-        2 * self.half
-    }
-
-    pub fn push(&mut self, chunk: &[u8]) {
-        self.total += chunk.len() as u64;
-        let whole = self.tail.is_empty();
-        if whole && self.head.len() + chunk.len() <= self.whole_limit() {
-            self.head.extend_from_slice(chunk);
-        } else if whole {
-            self.split(chunk);
-        } else if chunk.len() >= self.half {
-            self.tail.clear();
-            self.tail.extend(&chunk[chunk.len() - self.half..]);
-        } else {
-            // Room first, so that the ring never grows past `half`.
-            let excess = (self.tail.len() + chunk.len()).saturating_sub(self.half);
-            self.tail.drain(..excess);
-            self.tail.extend(chunk);
-        }
-    }
-
-    /// The stream (all of it in `head`, plus `chunk`) just outgrew the limit: keep its first
-    /// and last `half` bytes.
-    fn split(&mut self, chunk: &[u8]) {
-        let half = self.half;
-        let mut tail = VecDeque::with_capacity(half);
-        if chunk.len() >= half {
-            tail.extend(&chunk[chunk.len() - half..]);
-        } else {
-            // head + chunk > 2 * half, so head holds more than the `half - chunk` bytes needed.
-            let from_head = half - chunk.len();
-            tail.extend(&self.head[self.head.len() - from_head..]);
-            tail.extend(chunk);
-        }
-        if self.head.len() >= half {
-            self.head.truncate(half);
-        } else {
-            let take = half - self.head.len();
-            self.head.extend_from_slice(&chunk[..take]);
-        }
-        self.head.shrink_to_fit();
-        self.tail = tail;
-    }
-
-    pub fn total_bytes(&self) -> u64 {
-        self.total
-    }
-
-    /// Bytes kept (head and tail).
-    pub fn kept_bytes(&self) -> usize {
-        self.head.len() + self.tail.len()
-    }
-
-    /// Keep at most `cap` bytes from now on: the stream's first and last `cap / 2` bytes (of
-    /// what is kept already, and of what comes). A limit only ever shrinks.
-    fn shrink_to(&mut self, cap: usize) {
-        let half = (cap / 2).max(1);
-        if half >= self.half {
-            return;
-        }
-        if self.tail.is_empty() && self.head.len() > 2 * half {
-            // Kept whole so far: cut it to its head and tail.
-            self.tail = self.head[self.head.len() - half..]
-                .iter()
-                .copied()
-                .collect();
-            self.head.truncate(half);
-            self.head.shrink_to_fit();
-        } else if !self.tail.is_empty() {
-            self.head.truncate(half);
-            self.tail.drain(..self.tail.len().saturating_sub(half));
-            if self.head.capacity() > 2 * half {
-                self.head.shrink_to_fit();
-            }
-            if self.tail.capacity() > 2 * half {
-                self.tail.shrink_to_fit();
-            }
-        }
-        self.half = half;
-    }
-
-    pub fn is_truncated(&self) -> bool {
-        self.total > (self.head.len() + self.tail.len()) as u64
-    }
-
-    /// The whole stream, in place, if it fitted in the capture limit.
-    pub fn bytes(&self) -> Option<&[u8]> {
-        (!self.is_truncated()).then_some(self.head.as_slice())
-    }
-
-    /// A copy of the whole stream, if it fitted in the capture limit ([`Capture::bytes`]
-    /// reads it without copying).
-    pub fn complete(&self) -> Option<Vec<u8>> {
-        self.bytes().map(<[u8]>::to_vec)
-    }
-
-    /// Lossy text of the stream, cut to `max` bytes (head and tail) with a marker in between.
-    pub fn excerpt(&self, max: usize) -> Excerpt {
-        if let Some(all) = self.bytes() {
-            if all.len() <= max {
-                return Excerpt {
-                    text: String::from_utf8_lossy(all).into_owned(),
-                    total_bytes: self.total,
-                    truncated: false,
-                };
-            }
-            // Cut as if the stream were kept as a head of `half` bytes and a tail of the rest,
-            // so that an excerpt reads the same whichever way the bytes are stored.
-            let (head, tail) = all.split_at(all.len().min(self.half));
-            let keep = (max / 2).max(1);
-            let tail = &tail[tail.len() - keep.min(tail.len())..];
-            return self.cut(&head[..keep.min(head.len())], tail);
-        }
-        let keep = (max / 2).max(1);
-        let n = keep.min(self.tail.len());
-        let tail: Vec<u8> = self.tail.range(self.tail.len() - n..).copied().collect();
-        self.cut(&self.head[..keep.min(self.head.len())], &tail)
-    }
-
-    /// The excerpt of `head`, a marker saying how much was left out, and `tail`.
-    fn cut(&self, head: &[u8], tail: &[u8]) -> Excerpt {
-        let omitted = self.total - head.len() as u64 - tail.len() as u64;
-        Excerpt {
-            text: format!(
-                "{}\n[... {omitted} bytes omitted ...]\n{}",
-                String::from_utf8_lossy(head),
-                String::from_utf8_lossy(tail)
-            ),
-            total_bytes: self.total,
-            truncated: true,
-        }
-    }
-}
-
-/// One of a process's two output streams.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-/// The stdout and stderr of one call under one limit: together they keep at most `limit`
-/// bytes. Each stream is kept whole while both fit; past that the larger is cut to its head and
-/// tail in what the other leaves it, and when both are large each keeps half. A stream alone
-/// (the other empty) is kept as a [`Capture`] of the whole limit is.
-#[derive(Clone, Debug)]
-pub struct Captures {
-    pub stdout: Capture,
-    pub stderr: Capture,
-    limit: usize,
-}
-
-impl Captures {
-    pub fn new(limit: usize) -> Self {
-        Captures {
-            stdout: Capture::new(limit),
-            stderr: Capture::new(limit),
-            limit,
-        }
-    }
-
-    pub fn push(&mut self, stream: Stream, chunk: &[u8]) {
-        match stream {
-            Stream::Stdout => self.stdout.push(chunk),
-            Stream::Stderr => self.stderr.push(chunk),
-        }
-        let (out, err) = (self.stdout.kept_bytes(), self.stderr.kept_bytes());
-        if out + err <= self.limit {
-            return;
-        }
-        let half = self.limit / 2;
-        if err <= half {
-            self.stdout.shrink_to(self.limit - err);
-        } else if out <= half {
-            self.stderr.shrink_to(self.limit - out);
-        } else {
-            self.stdout.shrink_to(half);
-            self.stderr.shrink_to(self.limit - half);
-        }
-    }
-
-    /// Both streams, moved out (the captures left behind are empty).
-    pub fn take(&mut self) -> (Capture, Capture) {
-        (
-            std::mem::replace(&mut self.stdout, Capture::new(0)),
-            std::mem::replace(&mut self.stderr, Capture::new(0)),
-        )
     }
 }
 
@@ -706,140 +487,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn capture_keeps_head_and_tail() {
-        let mut c = Capture::new(8);
-        c.push(b"abcdefghij");
-        c.push(b"klmnop");
-        assert_eq!(c.total_bytes(), 16);
-        assert!(c.is_truncated());
-        assert!(c.complete().is_none());
-        let ex = c.excerpt(8);
-        assert!(ex.text.starts_with("abcd"), "{}", ex.text);
-        assert!(ex.text.ends_with("mnop"), "{}", ex.text);
-        assert!(ex.text.contains("8 bytes omitted"), "{}", ex.text);
-    }
-
-    /// What a capture of `limit` keeps of `stream`, as it was defined before the bytes were
-    /// stored once: the first half of the limit as the head, then the rest (at most the last
-    /// half) as the tail.
-    fn reference_excerpt(stream: &[u8], limit: usize, max: usize) -> (Option<Vec<u8>>, Excerpt) {
-        let half = (limit / 2).max(1);
-        let total = stream.len();
-        let head = &stream[..total.min(half)];
-        let rest = &stream[head.len()..];
-        let tail = &rest[rest.len() - rest.len().min(half)..];
-        let complete = (total <= head.len() + tail.len()).then(|| stream.to_vec());
-        if complete.is_some() && total <= max {
-            let text = String::from_utf8_lossy(stream).into_owned();
-            return (
-                complete,
-                Excerpt {
-                    text,
-                    total_bytes: total as u64,
-                    truncated: false,
-                },
-            );
-        }
-        let keep = (max / 2).max(1);
-        let h = &head[..keep.min(head.len())];
-        let t = &tail[tail.len() - keep.min(tail.len())..];
-        let text = format!(
-            "{}\n[... {} bytes omitted ...]\n{}",
-            String::from_utf8_lossy(h),
-            total - h.len() - t.len(),
-            String::from_utf8_lossy(t)
-        );
-        let excerpt = Excerpt {
-            text,
-            total_bytes: total as u64,
-            truncated: true,
-        };
-        (complete, excerpt)
-    }
-
-    #[test]
-    fn capture_reads_the_same_whatever_the_chunks() {
-        // Streams around the limit, cut into chunks of every size from one byte to more than
-        // the limit, read whole and through excerpts smaller and larger than what is kept.
-        // Multi-byte characters, so that cuts fall inside them too.
-        let pattern = "ab\u{e9}cd\nxyz\u{1f980}".as_bytes();
-        let stream: Vec<u8> = (0..200).map(|i| pattern[i % pattern.len()]).collect();
-        for limit in [1, 2, 7, 16, 33, 64] {
-            for len in [0, 1, 5, 8, 15, 16, 17, 31, 32, 33, 40, 65, 100, 200] {
-                for chunk in [1, 3, 8, 16, 17, 50, 300] {
-                    let stream = &stream[..len];
-                    let mut c = Capture::new(limit);
-                    for piece in stream.chunks(chunk) {
-                        c.push(piece);
-                    }
-                    assert_eq!(c.total_bytes(), len as u64);
-                    for max in [1, 4, 10, 16, 31, 64, 1000] {
-                        let (complete, excerpt) = reference_excerpt(stream, limit, max);
-                        let at =
-                            format!("limit {limit}, {len} bytes in chunks of {chunk}, max {max}");
-                        assert_eq!(c.complete(), complete, "{at}");
-                        assert_eq!(c.bytes(), complete.as_deref(), "{at}");
-                        assert_eq!(c.is_truncated(), complete.is_none(), "{at}");
-                        assert_eq!(c.excerpt(max), excerpt, "{at}");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_calls_two_streams_share_the_limit() {
-        let out: Vec<u8> = (0..800u32).map(|i| b'a' + (i % 26) as u8).collect();
-        let err: Vec<u8> = (0..800u32).map(|i| b'A' + (i % 26) as u8).collect();
-        for chunk in [1, 7, 64, 800] {
-            let mut c = Captures::new(1024);
-            for (o, e) in out.chunks(chunk).zip(err.chunks(chunk)) {
-                c.push(Stream::Stdout, o);
-                c.push(Stream::Stderr, e);
-                assert!(c.stdout.kept_bytes() + c.stderr.kept_bytes() <= 1024);
-            }
-            let (o, e) = c.take();
-            assert!(o.kept_bytes() + e.kept_bytes() <= 1024, "chunks of {chunk}");
-            for (capture, stream) in [(&o, &out), (&e, &err)] {
-                // Noted as one stream's truncation is: its total, and what was left out.
-                assert_eq!(capture.total_bytes(), 800);
-                assert!(capture.is_truncated() && capture.complete().is_none());
-                let ex = capture.excerpt(10_000);
-                assert!(ex.truncated, "{}", ex.text);
-                let kept = capture.kept_bytes();
-                assert!(
-                    ex.text
-                        .contains(&format!("[... {} bytes omitted ...]", 800 - kept)),
-                    "{}",
-                    ex.text
-                );
-                assert!(
-                    ex.text
-                        .starts_with(std::str::from_utf8(&stream[..kept / 2]).unwrap())
-                );
-                assert!(
-                    ex.text
-                        .ends_with(std::str::from_utf8(&stream[800 - kept / 2..]).unwrap())
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_stream_alone_keeps_the_whole_limit() {
-        let mut c = Captures::new(1024);
-        c.push(Stream::Stderr, &[b'e'; 24]);
-        c.push(Stream::Stdout, &[b'o'; 1000]);
-        assert_eq!(c.stdout.complete().unwrap().len(), 1000);
-        assert_eq!(c.stderr.complete().unwrap().len(), 24);
-        // One more byte of stderr: stdout gives up what stderr needs, keeping its ends.
-        c.push(Stream::Stderr, b"!");
-        assert_eq!(c.stderr.complete().unwrap().len(), 25);
-        assert!(c.stdout.is_truncated());
-        assert!(c.stdout.kept_bytes() + 25 <= 1024);
-    }
-
     #[tokio::test]
     async fn both_streams_of_a_call_keep_the_limit_together() {
         let mut spec = sh(
@@ -853,15 +500,6 @@ mod tests {
         assert_eq!(out.stderr.total_bytes(), 5000);
         assert!(out.stdout.is_truncated() && out.stderr.is_truncated());
         assert!(out.stdout.kept_bytes() + out.stderr.kept_bytes() <= 1024);
-    }
-
-    #[test]
-    fn capture_small_is_complete() {
-        let mut c = Capture::new(100);
-        c.push(b"hello ");
-        c.push(b"world");
-        assert_eq!(c.complete().unwrap(), b"hello world");
-        assert!(!c.excerpt(100).truncated);
     }
 
     #[tokio::test]

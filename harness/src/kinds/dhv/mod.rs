@@ -25,7 +25,7 @@ pub const KIND: &str = "dhv";
 /// The least `--capture-limit`: enough for any answer a plugin means to give.
 const MIN_CAPTURE_LIMIT: i64 = 1 << 10;
 /// The most `--capture-limit`: each call (each of up to `--jobs` at once) may hold this much
-/// of the plugin's output in memory.
+/// of the plugin's output (in a temporary file past [`crate::capture::SPILL_AT`]).
 const MAX_CAPTURE_LIMIT: i64 = 1 << 30;
 
 /// Check that `path` names an executable file; return its absolute path, with symlinks kept:

@@ -311,10 +311,13 @@ impl Call {
         self.out.stdout.complete()
     }
 
-    /// Complete stdout decoded as Nomad decodes it, read where it was captured: no copy of up
-    /// to the capture limit per check.
+    /// Complete stdout decoded as Nomad decodes it, read where it was captured when it is in
+    /// memory (a copy only of stdout that was moved to a file).
     pub fn stdout_json(&self) -> Result<serde_json::Value, response::StdoutProblem> {
-        response::single_json(self.out.stdout.bytes(), self.out.stdout.total_bytes())
+        response::single_json(
+            self.out.stdout.bytes().as_deref(),
+            self.out.stdout.total_bytes(),
+        )
     }
 
     /// How long stdout and stderr stayed open after the plugin ended (exited, or was killed at
