@@ -77,13 +77,16 @@ impl Window {
         self.own();
         if let Backing::Memory(v) = &self.backing
             && self.len() + chunk.len() > self.spill_at
-            && let Some(file) = spill_file(self.most)
         {
             let kept = &v[self.start..self.end];
-            if file.write_all_at(kept, 0).is_ok() {
-                self.end = kept.len();
-                self.start = 0;
-                self.backing = Backing::File(Arc::new(file));
+            match spill_file(self.most) {
+                Some(file) if file.write_all_at(kept, 0).is_ok() => {
+                    self.end = kept.len();
+                    self.start = 0;
+                    self.backing = Backing::File(Arc::new(file));
+                }
+                // No room, or no file: this window stays in memory (and stops asking).
+                _ => self.spill_at = usize::MAX,
             }
         }
         match &mut self.backing {
@@ -266,6 +269,23 @@ mod tests {
             w.append(b"more");
             assert_eq!(w.read(10, 4), b"more");
         }
+    }
+
+    #[test]
+    fn without_room_on_the_disk_the_bytes_stay_in_memory() {
+        // No filesystem has room for a window that may grow to an exbibyte and keep the floor.
+        let mut w = Window::new(10, 1 << 60);
+        let bytes: Vec<u8> = (0..100u8).collect();
+        for piece in bytes.chunks(7) {
+            w.append(piece);
+        }
+        assert!(!w.spilled());
+        assert_eq!(
+            w.spill_at(),
+            usize::MAX,
+            "it stops asking after the first refusal"
+        );
+        assert_eq!(w.read(0, 100), bytes);
     }
 
     #[test]
