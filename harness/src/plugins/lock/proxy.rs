@@ -15,7 +15,7 @@
 //! an answer, as a client talking to that server directly would see it.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -62,10 +62,37 @@ pub enum Listen {
 }
 
 impl Listen {
-    /// `127.0.0.1:0`.
+    /// Port 0 on a loopback address of this proxy's own ([`private_loopback`]).
     pub fn localhost() -> Listen {
-        Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], 0)))
+        Listen::Tcp(SocketAddr::from((private_loopback(), 0)))
     }
+}
+
+/// A random address of 127.0.0.0/8 (Linux answers all of it on the loopback interface), for
+/// one proxy. A port is free again while a refusing partition has the proxy stop listening,
+/// and once a proxy has shut down; on 127.0.0.1, another proxy of this run, or of another run
+/// on the machine, could be given it, and a client still sending to the old proxy would then
+/// be recorded as that proxy's client (seen once: another run's client's lock-release counted
+/// as an attempt by a client that never releases). On an address of its own, a proxy only
+/// ever hears its own client. Falls back to 127.0.0.1 where the address cannot be bound.
+pub fn private_loopback() -> Ipv4Addr {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    // std's randomly keyed hasher (new keys per call): no seed, and no verdict depends on it.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(t) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    let n = h.finish();
+    // Each byte from 1 to 254: never a network or broadcast-looking address, never 127.0.0.1.
+    let byte = |i: u32| ((n >> (8 * i)) % 254) as u8 + 1;
+    Ipv4Addr::new(127, byte(0), byte(1), byte(2))
+}
+
+/// Whether `addr` is a [`private_loopback`] address with port 0 (it falls back to 127.0.0.1).
+fn is_private_loopback(addr: &Bound) -> bool {
+    matches!(addr, Bound::Tcp(SocketAddr::V4(a))
+        if a.ip().is_loopback() && *a.ip() != Ipv4Addr::LOCALHOST && a.port() == 0)
 }
 
 // Where the proxy forwards to: the project's Nomad API client's target (plain, unix or TLS),
@@ -90,8 +117,8 @@ pub struct ProxyConfig {
 }
 
 impl ProxyConfig {
-    /// Listening on `127.0.0.1:0`, no token, 100 000 records, 60 s upstream timeout, 16 MiB
-    /// bodies.
+    /// Listening on port 0 of an address of its own in 127.0.0.0/8, no token, 100 000 records,
+    /// 60 s upstream timeout, 16 MiB bodies.
     pub fn new(label: &str, upstream: Target) -> ProxyConfig {
         ProxyConfig {
             label: label.to_string(),
@@ -262,7 +289,13 @@ impl Proxy {
             Listen::Tcp(a) => Bound::Tcp(*a),
             Listen::Unix(p) => Bound::Unix(p.clone()),
         };
-        let (listener, bound) = bind(&wanted).map_err(|source| ProxyError::Listen {
+        let bound_first = match bind(&wanted) {
+            Err(_) if is_private_loopback(&wanted) => {
+                bind(&Bound::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))))
+            }
+            r => r,
+        };
+        let (listener, bound) = bound_first.map_err(|source| ProxyError::Listen {
             addr: match &wanted {
                 Bound::Tcp(a) => a.to_string(),
                 Bound::Unix(p) => p.display().to_string(),
@@ -312,7 +345,7 @@ impl Proxy {
         }
     }
 
-    /// `http://127.0.0.1:PORT` or `unix:///path`, for the client's environment.
+    /// `http://127.A.B.C:PORT` or `unix:///path`, for the client's environment.
     pub fn nomad_addr(&self) -> String {
         match &self.bound {
             Bound::Tcp(a) => format!("http://{a}"),
@@ -910,6 +943,26 @@ mod tests {
             }
         });
         (addr, task)
+    }
+
+    #[tokio::test]
+    async fn each_proxy_listens_on_a_loopback_address_of_its_own() {
+        let (up, _task) = echo_upstream().await;
+        let start =
+            |label: &str| Proxy::start(ProxyConfig::new(label, Target::plain(Upstream::Tcp(up))));
+        let a = start("a").await.unwrap();
+        let b = start("b").await.unwrap();
+        let (at, bt) = (a.addr().unwrap(), b.addr().unwrap());
+        assert!(at.ip().is_loopback() && bt.ip().is_loopback());
+        assert_ne!(at.ip(), bt.ip(), "two proxies on one address");
+        assert_ne!(at.ip(), std::net::IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let (status, _) = http_get(bt, "/v1/var/a?lock-release").await.unwrap();
+        assert_eq!(status, 200);
+        // A client of a proxy that has shut down reaches nobody, whatever port b was given.
+        drop(a);
+        assert!(http_get(at, "/v1/var/a?lock-release").await.is_err());
+        let seen: Vec<Operation> = b.records().iter().map(|e| e.operation).collect();
+        assert_eq!(seen, [Operation::Release]);
     }
 
     #[tokio::test]
