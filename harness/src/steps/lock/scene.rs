@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nomad_conform_variables::{
-    AclConfig, Capability, LockEvent, Policy, ServerConfig, ServerHandle, Token, VariablesServer,
+    AclConfig, Capability, Listen as ServerListen, LockEvent, Policy, ServerConfig, ServerHandle,
+    Token, VariablesServer,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -94,6 +95,13 @@ impl Scene {
         let (server, upstream, token, admin_token, namespace) = match &config.server {
             ServerChoice::Reference(profile) => {
                 let mut sc = ServerConfig::localhost().with_profile(profile.clone());
+                // An address of its own, as the proxies have: the port stays free while a
+                // restart (LOCK-SERVER-RESTART) has the server down, and no other server may be
+                // given it meanwhile.
+                sc.listen = ServerListen::Tcp(std::net::SocketAddr::from((
+                    crate::plugins::lock::proxy::private_loopback(),
+                    0,
+                )));
                 let (mut token, mut admin, mut ns) = (None, None, None);
                 if let Some(namespace) = acl_namespace {
                     let client_secret = format!("{}-client", ctx.token);
@@ -114,9 +122,16 @@ impl Scene {
                     admin = Some(ADMIN_TOKEN.to_string());
                     ns = Some(namespace.to_string());
                 }
-                let handle = VariablesServer::start(sc).await.map_err(|e| {
-                    ctx.harness_error(format!("failed to start the reference server: {e}"))
-                })?;
+                let handle = match VariablesServer::start(sc.clone()).await {
+                    Ok(h) => h,
+                    Err(_) => {
+                        // That address cannot be bound here: 127.0.0.1, as before.
+                        sc.listen = ServerListen::localhost();
+                        VariablesServer::start(sc).await.map_err(|e| {
+                            ctx.harness_error(format!("failed to start the reference server: {e}"))
+                        })?
+                    }
+                };
                 let upstream = Target::plain(Upstream::of_server(&handle));
                 (Some(Arc::new(handle)), upstream, token, admin, ns)
             }
