@@ -161,9 +161,9 @@ fn binfmt_matches(entry: &str, header: &[u8]) -> bool {
         } else if let Some(v) = line.strip_prefix("offset ") {
             offset = v.trim().parse().unwrap_or(usize::MAX);
         } else if let Some(v) = line.strip_prefix("magic ") {
-            magic = hex(v.trim());
+            magic = crate::hex::decode(v.trim());
         } else if let Some(v) = line.strip_prefix("mask ") {
-            mask = hex(v.trim());
+            mask = crate::hex::decode(v.trim());
         }
     }
     let Some(magic) = magic.filter(|m| !m.is_empty()) else {
@@ -184,16 +184,6 @@ fn binfmt_matches(entry: &str, header: &[u8]) -> bool {
                 .unwrap_or(0xff);
             m & k == b & k
         })
-}
-
-fn hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]

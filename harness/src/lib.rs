@@ -24,6 +24,7 @@ pub mod fleet;
 #[doc(hidden)]
 pub mod fuzz_api;
 pub mod goversion;
+pub mod hex;
 pub mod kinds;
 pub mod known_failures;
 pub mod ledger;

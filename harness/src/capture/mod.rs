@@ -70,7 +70,7 @@ impl Capture {
     /// and last `half` bytes.
     fn split(&mut self, chunk: &[u8]) {
         let half = self.half;
-        let mut tail = Window::new(self.head_spill_at(), self.whole_limit());
+        let mut tail = Window::new(self.head.spill_at(), self.whole_limit());
         if chunk.len() >= half {
             tail.append(&chunk[chunk.len() - half..]);
         } else {
@@ -86,10 +86,6 @@ impl Capture {
             self.head.append(&chunk[..take]);
         }
         self.tail = tail;
-    }
-
-    fn head_spill_at(&self) -> usize {
-        self.head.spill_at()
     }
 
     pub fn total_bytes(&self) -> u64 {
@@ -115,7 +111,7 @@ impl Capture {
         }
         if self.tail.is_empty() && self.head.len() > 2 * half {
             // Kept whole so far: cut it to its head and tail.
-            let mut tail = Window::new(self.head_spill_at(), self.whole_limit());
+            let mut tail = Window::new(self.head.spill_at(), self.whole_limit());
             tail.append_from(&self.head, self.head.len() - half, half);
             self.tail = tail;
             self.head.keep_first(half);

@@ -91,7 +91,7 @@ impl Window {
         }
         match &mut self.backing {
             Backing::Memory(v) => {
-                v.truncate(self.end);
+                // A vector in memory always ends where the window does.
                 v.extend_from_slice(chunk);
                 self.end += chunk.len();
             }
@@ -126,7 +126,6 @@ impl Window {
         match &mut self.backing {
             Backing::Memory(v) => {
                 v.drain(..self.start);
-                v.truncate(len);
                 v.shrink_to(2 * len);
                 self.start = 0;
                 self.end = len;

@@ -305,8 +305,7 @@ impl Call {
         }
     }
 
-    /// A copy of complete stdout, if it fitted in the capture limit ([`Call::stdout_json`]
-    /// reads it in place).
+    /// A copy of complete stdout, if it fitted in the capture limit.
     pub fn stdout(&self) -> Option<Vec<u8>> {
         self.out.stdout.complete()
     }

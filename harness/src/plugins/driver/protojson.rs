@@ -156,7 +156,7 @@ fn as_bytes(key: &str, v: &Value) -> Option<Vec<u8>> {
             } else if let Some(text) = form.get("text").and_then(Value::as_str) {
                 Some(text.as_bytes().to_vec())
             } else {
-                from_hex(form.get("hex")?.as_str()?)
+                crate::hex::decode(form.get("hex")?.as_str()?)
             }
         }
         _ => None,
@@ -178,26 +178,8 @@ pub fn readable_bytes(key: &str, bytes: &[u8]) -> Value {
         form.insert("text".into(), Value::String(text.to_owned()));
         return Value::Object(form);
     }
-    form.insert("hex".into(), Value::String(to_hex(bytes)));
+    form.insert("hex".into(), Value::String(crate::hex::encode(bytes)));
     Value::Object(form)
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
-fn from_hex(hex: &str) -> Option<Vec<u8>> {
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]

@@ -125,22 +125,18 @@ impl LockWorld {
         let crashes = self.crashes();
         // The crash first, in a line: it is what the one-line reason shows.
         let mut seen = match crashes.first() {
-            Some((label, stderr)) => format!(
-                "{label} crashed: {}\n{seen}",
-                crate::crash::headline(stderr).unwrap_or_default()
-            ),
+            Some((label, headline, _)) => format!("{label} crashed: {headline}\n{seen}"),
             None => seen.to_string(),
         };
-        for (label, stderr) in &crashes {
-            if let Some(report) = crate::crash::report(stderr) {
-                seen.push_str(&format!("\n{label} crashed:\n{report}"));
-            }
+        for (label, _, report) in &crashes {
+            seen.push_str(&format!("\n{label} crashed:\n{report}"));
         }
         crate::steps::failure_text(expected, &seen, &self.reproduce(exchanges))
     }
 
-    /// The label and stderr of each client whose stderr holds a crash (a panic, a traceback).
-    pub fn crashes(&self) -> Vec<(String, String)> {
+    /// The label, the crash in a line ([`crate::crash::headline`]) and the first lines of the
+    /// panic or traceback of each client whose stderr holds one.
+    pub fn crashes(&self) -> Vec<(String, String, String)> {
         let Some(scene) = self.scene.as_ref() else {
             return Vec::new();
         };
@@ -150,7 +146,9 @@ impl LockWorld {
             .filter_map(|c| {
                 let stderr: Vec<String> = c.tasks().iter().map(|t| t.stderr.text.clone()).collect();
                 let stderr = stderr.join("\n");
-                crate::crash::report(&stderr).map(|_| (c.label().to_string(), stderr))
+                let report = crate::crash::report(&stderr)?;
+                let headline = crate::crash::headline(&stderr).unwrap_or_default();
+                Some((c.label().to_string(), headline, report))
             })
             .collect()
     }
