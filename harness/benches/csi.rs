@@ -17,11 +17,12 @@
 //!   call on its stderr: the reference plugin's `Method: OUTCOME`, or kubernetes-csi's
 //!   `GRPC call: /csi.v1.Service/Method` at `-v 3`), and how many of them were NodePublishVolume and NodeUnpublishVolume
 //!   (the mounts and unmounts that decide the time);
-//! - a serial run (`--jobs 1`): how much of the wall time the plugin spent answering (the sum
-//!   of our calls' durations) and starting (until its first Probe said ready, at the run's start
-//!   and in CSI-NOMAD-RESTART), and our own overhead, the rest, against its 10 % target;
+//! - five serial runs (`--jobs 1`), each figure their median: how much of the wall time the
+//!   plugin spent answering (the sum of our calls' durations) and starting (until its first
+//!   Probe said ready, at the run's start and in CSI-NOMAD-RESTART), and our own overhead, the
+//!   rest, against its 10 % target, with its range over the runs;
 //! - the floor on a plugin that answers one call at a time: its own time for our calls (the
-//!   serial run's sum), against csi-sanity's run (the lowest ratio such a plugin allows), and
+//!   serial runs' median sum), against csi-sanity's run (the lowest ratio such a plugin allows), and
 //!   how far our `--jobs 8` median is above it (target at most 10% above);
 //! - our peak RSS (the largest of our five runs, wait4(2)'s) against 64 MB;
 //! - the five slowest clauses and the time spent waiting for the node's attachment budget.
@@ -291,6 +292,67 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+fn median_f(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// What one serial run (`--jobs 1`) says of where its time went, in milliseconds.
+struct Serial {
+    wall_ms: f64,
+    /// The sum of the plugin's answers to our calls.
+    in_plugin: f64,
+    /// The sum of the clauses' durations (each rounded to whole milliseconds: off by a few).
+    clause_ms: f64,
+    /// The plugin's process starting until its first Probe said ready.
+    ready_ms: f64,
+    /// That, and its restart in CSI-NOMAD-RESTART: the plugin's time too, not the harness's
+    /// (csi-sanity's time does not count the plugin's start at all).
+    starts_ms: f64,
+    /// Of `in_plugin`, NodePublishVolume and NodeUnpublishVolume.
+    mounts_ms: f64,
+}
+
+impl Serial {
+    fn of(wall: Duration, serial: &RunRecord) -> Serial {
+        let ready_ms = serial
+            .subject
+            .details
+            .get("ready")
+            .and_then(|r| r.strip_prefix("Probe reported ready after "))
+            .and_then(|r| r.split_whitespace().next())
+            .map(parse_ms)
+            .unwrap_or(0.0);
+        Serial {
+            wall_ms: wall.as_secs_f64() * 1000.0,
+            in_plugin: plugin_ms(serial),
+            clause_ms: serial.cases.iter().map(|c| c.duration_ms as f64).sum(),
+            ready_ms,
+            starts_ms: ready_ms + restart_ms(serial),
+            mounts_ms: calls_ms(serial, |m| {
+                matches!(m, "NodePublishVolume" | "NodeUnpublishVolume")
+            }),
+        }
+    }
+
+    /// Our own time: neither the plugin's answers nor its starts.
+    fn ours_ms(&self) -> f64 {
+        (self.wall_ms - self.in_plugin - self.starts_ms).max(0.0)
+    }
+
+    fn share(&self) -> f64 {
+        self.ours_ms() / self.wall_ms.max(1.0)
+    }
+
+    fn inside_clauses_ms(&self) -> f64 {
+        self.clause_ms - self.in_plugin - (self.starts_ms - self.ready_ms)
+    }
+
+    fn outside_clauses_ms(&self) -> f64 {
+        self.wall_ms - self.clause_ms - self.ready_ms
+    }
+}
+
 fn record(json: &Path) -> RunRecord {
     serde_json::from_str(&std::fs::read_to_string(json).expect("record")).expect("record")
 }
@@ -404,51 +466,49 @@ fn main() {
         );
     }
 
-    // Where our time goes: a serial run, in which clause durations add up to the wall time.
-    let json = dir.path().join("serial.json");
-    let log = dir.path().join("serial.log");
-    let (wall, _) = ours(&plugin, "1", &json, &log);
-    let serial = record(&json);
-    let in_plugin = plugin_ms(&serial);
-    let wall_ms = wall.as_secs_f64() * 1000.0;
-    // Each clause's duration is rounded to whole milliseconds: their sum is off by a few.
-    let clause_ms: f64 = serial.cases.iter().map(|c| c.duration_ms as f64).sum();
-    let ready_ms = serial
-        .subject
-        .details
-        .get("ready")
-        .and_then(|r| r.strip_prefix("Probe reported ready after "))
-        .and_then(|r| r.split_whitespace().next())
-        .map(parse_ms)
-        .unwrap_or(0.0);
-    // The plugin's own process starting (until its first Probe said ready) and its restart in
-    // CSI-NOMAD-RESTART are the plugin's time too, not the harness's: csi-sanity's time does not
-    // count the plugin's start at all.
-    let starts_ms = ready_ms + restart_ms(&serial);
-    let ours_ms = (wall_ms - in_plugin - starts_ms).max(0.0);
-    let overhead = ours_ms / wall_ms.max(1.0);
+    // Where our time goes: serial runs, in which clause durations add up to the wall time. One
+    // serial run is at the mercy of whatever else the machine does; each figure is the median
+    // over RUNS of them, and the overhead's range is printed with it.
+    let serials: Vec<Serial> = (0..RUNS)
+        .map(|i| {
+            let json = dir.path().join(format!("serial{i}.json"));
+            let log = dir.path().join(format!("serial{i}.log"));
+            let (wall, _) = ours(&plugin, "1", &json, &log);
+            Serial::of(wall, &record(&json))
+        })
+        .collect();
+    let pick = |f: fn(&Serial) -> f64| median_f(serials.iter().map(f).collect());
+    let wall_ms = pick(|s| s.wall_ms);
+    let in_plugin = pick(|s| s.in_plugin);
+    let starts_ms = pick(|s| s.starts_ms);
+    let ours_ms = pick(|s| s.ours_ms());
+    let share = pick(|s| s.share());
+    let (low, high) = serials
+        .iter()
+        .map(Serial::share)
+        .fold((f64::MAX, 0.0_f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
     println!(
-        "serial run (--jobs 1): {:.0} ms wall, {:.0} ms of it inside the plugin's calls ({:.0}%) and {:.0} ms the plugin's process starting (at the run's start and its restart); our overhead {:.0} ms, {:.1}% of the wall (target at most 10%: ratio {:.2})",
+        "serial run (--jobs 1), medians over {RUNS} runs: {:.0} ms wall, {:.0} ms of it inside the plugin's calls ({:.0}%) and {:.0} ms the plugin's process starting (at the run's start and its restart); our overhead {:.0} ms, {:.1}% of the wall (from {:.1}% to {:.1}% over the runs; target at most 10%: ratio {:.2})",
         wall_ms,
         in_plugin,
         100.0 * in_plugin / wall_ms.max(1.0),
         starts_ms,
         ours_ms,
-        100.0 * overhead,
-        overhead / 0.10
+        100.0 * share,
+        100.0 * low,
+        100.0 * high,
+        share / 0.10
     );
     println!(
         "  of which: {:.0} ms inside clauses but outside the plugin's calls and its restart (the harness's checks and bookkeeping); {:.0} ms outside clauses and the plugin's start (the harness starting, the capability probe, stopping the plugin, reports)",
-        clause_ms - in_plugin - (starts_ms - ready_ms),
-        wall_ms - clause_ms - ready_ms,
+        pick(|s| s.inside_clauses_ms()),
+        pick(|s| s.outside_clauses_ms()),
     );
     // A plugin that answers one call at a time (kubernetes-csi's hostpath driver holds one lock
     // over every call) cannot be driven faster than the sum of its answers, whatever --jobs:
     // that sum is the floor of our run on it, and its distance from our median is what our
     // scheduling and bookkeeping add on such a plugin (target at most 10% above).
-    let mounts = calls_ms(&serial, |m| {
-        matches!(m, "NodePublishVolume" | "NodeUnpublishVolume")
-    });
+    let mounts = pick(|s| s.mounts_ms);
     let our_ms = our_median.as_secs_f64() * 1000.0;
     let above = our_ms / in_plugin.max(1.0) - 1.0;
     // Below the floor, the plugin answered calls side by side: the floor is not this plugin's.
@@ -464,8 +524,9 @@ fn main() {
             above / 0.10
         )
     };
+    let with_starts = our_ms / (in_plugin + starts_ms).max(1.0) - 1.0;
     println!(
-        "floor (a plugin that answers one call at a time): its own time for our calls, one after another, {:.0} ms ({:.0} ms of it publishing and unpublishing){}; our --jobs 8 median {:.0} ms {distance}; {:.0}% above it and the plugin's process starting ({:.0} ms)",
+        "floor (a plugin that answers one call at a time): its own time for our calls, one after another, {:.0} ms ({:.0} ms of it publishing and unpublishing){}; our --jobs 8 median {:.0} ms {distance}; {:.0}% {} it and the plugin's process starting ({:.0} ms)",
         in_plugin,
         mounts,
         baseline
@@ -475,7 +536,8 @@ fn main() {
             ))
             .unwrap_or_default(),
         our_ms,
-        100.0 * (our_ms / (in_plugin + starts_ms).max(1.0) - 1.0),
+        100.0 * with_starts.abs(),
+        if with_starts < 0.0 { "below" } else { "above" },
         starts_ms
     );
     let mut slowest: Vec<_> = rec.cases.iter().collect();
