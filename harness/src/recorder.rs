@@ -321,12 +321,20 @@ impl RunStore {
             // A clause the plugin already failed keeps its own verdict, with what it left
             // listed: what the cleanup could not undo is then often that failure's consequence
             // (a volume deleted while published leaves its mount behind), and Leaked in its
-            // place would hide which rule was broken. Otherwise the leak is the verdict.
-            if !matches!(verdict, Verdict::Fail | Verdict::TimedOut) {
+            // place would hide which rule was broken. So does a clause blocked by another's
+            // failure: it was not judged, the leak is most often what that failure left (a
+            // delete that cannot unmount fails its own clause and leaves the mounts of those it
+            // blocked), and it stays grouped under that root cause; if that root cause did not
+            // fail after all, the run's end makes it Leaked (`settle_preconditions`). Otherwise
+            // the leak is the verdict.
+            if !matches!(
+                verdict,
+                Verdict::Fail | Verdict::TimedOut | Verdict::Blocked
+            ) {
                 verdict.raise(Verdict::Leaked);
             }
             let list = state.leaked.join("\n  ");
-            let text = format!("left behind after cleanup:\n  {list}");
+            let text = format!("{}\n  {list}", nomad_conform_reports::model::LEFT_BEHIND);
             reason = Some(match reason {
                 Some(mut r) => {
                     r.push_str("\n\n");
@@ -601,14 +609,24 @@ pub(crate) mod tests {
     }
 
     /// What a clause's cleanup could not undo makes a passing clause Leaked, but a clause the
-    /// plugin already failed keeps Fail, with the leak listed: the leak is then often that
-    /// failure's consequence (a volume deleted while published leaves its mount).
+    /// plugin already failed keeps Fail, and a clause blocked by another's failure stays
+    /// Blocked, with the leak listed: the leak is then often that failure's consequence (a
+    /// volume deleted while published leaves its mount).
     #[test]
     fn a_leak_does_not_replace_the_clauses_own_failure() {
-        for (failed, want) in [(true, Verdict::Fail), (false, Verdict::Leaked)] {
+        for (hint, failed, want) in [
+            (None, true, Verdict::Fail),
+            (
+                Some(Hint::Blocked("CSI-OTHER".into())),
+                true,
+                Verdict::Blocked,
+            ),
+            (None, false, Verdict::Leaked),
+        ] {
             let (store, key) = store_with_one_clause();
             let handle = store.case(&key);
             lock(&handle).leaked.push("/x was still mounted".into());
+            lock(&handle).hint = hint;
             store.with_flight(&key, SystemTime::now(), |f| {
                 f.state = handle.clone();
                 if failed {

@@ -649,13 +649,18 @@ fn reason_head(reason: &str) -> String {
 /// The first line the recorder gives a blocked case's reason: `blocked by ROOT: ...`.
 const BLOCKED_LINE_END: &str = ": this clause cannot be judged because a call it needs failed";
 
+/// The line above the list of what a clause's cleanup could not undo, in its reason.
+pub const LEFT_BEHIND: &str = "left behind after cleanup:";
+
 impl RunRecord {
     /// A blocked clause never names as its cause a clause that did not fail. A precondition that
     /// failed inside a clause whose own check passed (or was skipped), or inside a clause this
     /// run did not hold, is a finding of its own: the case's `blocked_by` is cleared and its
-    /// reason says which clause judges that call and what became of it. `complete` says the
-    /// record holds every clause that ran (not one shard's): only then is a root missing from it
-    /// known not to have run.
+    /// reason says which clause judges that call and what became of it. Such a clause that also
+    /// left something behind is Leaked: a blocked clause keeps Blocked over its leak only
+    /// because the leak is taken for its root cause's doing, and here no root cause failed.
+    /// `complete` says the record holds every clause that ran (not one shard's): only then is a
+    /// root missing from it known not to have run.
     pub fn settle_preconditions(&mut self, complete: bool) {
         let verdicts: std::collections::HashMap<String, Verdict> = self
             .cases
@@ -684,6 +689,13 @@ impl RunRecord {
                 None => line,
             });
             case.blocked_by = None;
+            if case
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains(LEFT_BEHIND))
+            {
+                case.verdict = Verdict::Leaked;
+            }
         }
     }
 
@@ -825,6 +837,32 @@ mod tests {
         );
         // C1 did not pass (it was blocked): C3 stays blocked by it.
         assert_eq!(r.cases[3].blocked_by.as_deref(), Some("CSI-C1"));
+        assert_eq!(r.cases[1].verdict, Blocked);
+    }
+
+    /// A blocked clause that left something behind stays Blocked while its root cause failed
+    /// (the leak is taken for that failure's doing), and is Leaked when the root cause passed.
+    #[test]
+    fn a_blocked_clause_that_leaked_is_leaked_unless_its_root_cause_failed() {
+        use Level::*;
+        use Verdict::*;
+        for (root, want) in [(Pass, Leaked), (Fail, Blocked)] {
+            let mut r = record(&[(Must, root), (Must, Blocked)]);
+            r.cases[0].clause = "CSI-ROOT".into();
+            r.cases[1].blocked_by = Some("CSI-ROOT".into());
+            r.cases[1].reason = Some(format!(
+                "blocked by CSI-ROOT{BLOCKED_LINE_END}\nexpected: precondition: the release succeeds\n\n{LEFT_BEHIND}\n  /x was still mounted"
+            ));
+            r.settle_preconditions(true);
+            assert_eq!(r.cases[1].verdict, want, "root {root:?}");
+            assert!(
+                r.cases[1]
+                    .reason
+                    .as_deref()
+                    .unwrap()
+                    .contains("/x was still mounted")
+            );
+        }
     }
 
     fn record(cases: &[(Level, Verdict)]) -> RunRecord {
