@@ -685,9 +685,11 @@ impl DriverWorld {
                 &[&rpc],
             ));
         }
-        let waiter = rpc
-            .ok()
-            .then(|| waiter::Waiter::start(inst.client.clone(), task_id.clone()));
+        let waiter = if rpc.ok() {
+            Some(waiter::Waiter::start(inst.client.clone(), task_id.clone()).await)
+        } else {
+            None
+        };
         self.tasks.push(Task {
             shape: shape.to_string(),
             id: task_id,

@@ -184,10 +184,13 @@ pub(super) async fn recover(
         &w.config().probe.host.host_env,
     );
     w.record(&rpc);
-    let waiter = rpc.ok().then(|| {
+    let waiter = if rpc.ok() {
         let id = w.tasks[i].id.clone();
-        super::waiter::Waiter::start(w.client().expect("an instance is running"), id)
-    });
+        let client = w.client().expect("an instance is running");
+        Some(super::waiter::Waiter::start(client, id).await)
+    } else {
+        None
+    };
     w.tasks[i].waiter = waiter;
     Ok(rpc)
 }

@@ -20,13 +20,29 @@ pub struct Waiter {
 }
 
 impl Waiter {
-    /// Make the WaitTask call now, in the background.
-    pub fn start(client: Client, task_id: String) -> Waiter {
+    /// Make the WaitTask call now, in the background, and return once it has been handed to the
+    /// connection: its first poll has queued the request on the channel, so a call the clause
+    /// makes next (a signal that ends the task) goes out after it, as in Nomad, where WaitTask
+    /// is open long before anything can end the task. A spawned call that a busy machine had
+    /// not polled yet would reach the plugin after the task's exit, and a plugin whose late
+    /// WaitTask never answers would then fail the clause by luck.
+    pub async fn start(client: Client, task_id: String) -> Waiter {
         let (tx, answer) = watch::channel(None);
+        let (issued_tx, issued) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
-            let (rpc, _) = client.wait_task(&task_id, OPEN_FOR).await;
+            let mut call = std::pin::pin!(client.wait_task(&task_id, OPEN_FOR));
+            let mut issued_tx = Some(issued_tx);
+            let (rpc, _) = std::future::poll_fn(|cx| {
+                let polled = call.as_mut().poll(cx);
+                if let Some(t) = issued_tx.take() {
+                    let _ = t.send(());
+                }
+                polled
+            })
+            .await;
             let _ = tx.send(Some(rpc));
         });
+        let _ = issued.await;
         Waiter {
             answer,
             started: Instant::now(),
